@@ -1,0 +1,401 @@
+"""
+Plugs the preference core into any SB3 on-policy algorithm without rewriting its rollout loop.
+
+A transition's path: ``collect_rollouts`` steps the env and calls the callbacks; the
+:class:`RolloutRecorder` (always the first callback) copies the raw observation, the executed
+action, the true reward and the done flag. When the rollout is complete, and before any other
+callback sees it, :meth:`PreferenceRewardMixin._finish_rollout` hands the transitions to the
+:class:`~sb3_pref.common.learner.PreferenceLearner`, runs a query round when one is due, predicts
+the whole rollout's rewards in one batched pass and writes them into the rollout buffer with
+:func:`relabel_rollout`, which keeps SB3's time-limit bootstrap and recomputes the advantages.
+"""
+
+from typing import Any, Optional, Union
+
+import numpy as np
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList, ConvertCallback
+from stable_baselines3.common.type_aliases import MaybeCallback
+from torch import nn
+
+from sb3_pref.common.entropy import StateEntropyReward
+from sb3_pref.common.learner import PreferenceLearner, make_teacher, to_numpy_state, to_torch_state
+from sb3_pref.common.preprocessing import FeatureEncoder
+from sb3_pref.common.reward_model import RewardModel
+from sb3_pref.common.teachers import BaseTeacher
+
+# Values logged as ``reward/phase``.
+PHASE_PRETRAIN, PHASE_PREFERENCE, PHASE_TRUE_REWARD = 0, 1, 2
+
+
+def relabel_rollout(buffer: RolloutBuffer, new_rewards: np.ndarray, seen_rewards: np.ndarray) -> None:
+    """
+    Replace the rewards of a finished rollout and update its advantages and returns.
+
+    The buffer's rewards are ``seen + bootstrap``, where SB3 added ``gamma * V(terminal_obs)`` at
+    time-limit truncations; that bootstrap is kept, once, on top of the new rewards. GAE is linear
+    in the rewards, so the advantages move by the discounted sum of the reward change within each
+    episode: no last value is needed, and the same code serves recurrent buffers.
+
+    :param buffer: a filled rollout buffer (advantages already computed by the algorithm)
+    :param new_rewards: ``(n_steps, n_envs)`` rewards to train on
+    :param seen_rewards: ``(n_steps, n_envs)`` rewards the env returned to the algorithm
+    """
+    bootstrap = buffer.rewards - seen_rewards.astype(np.float32)
+    rewards = new_rewards.astype(np.float32) + bootstrap
+    delta = rewards - buffer.rewards
+    decay = buffer.gamma * buffer.gae_lambda
+    correction = np.zeros_like(delta)
+    running = np.zeros(delta.shape[1], dtype=np.float32)
+    for step in reversed(range(delta.shape[0])):
+        if step + 1 < delta.shape[0]:
+            running *= decay * (1.0 - buffer.episode_starts[step + 1])
+        running = delta[step] + running
+        correction[step] = running
+    buffer.rewards = rewards
+    buffer.advantages = buffer.advantages + correction
+    buffer.returns = buffer.advantages + buffer.values
+
+
+def _single(obs: Union[np.ndarray, dict]) -> Union[np.ndarray, dict]:
+    """One observation as a batch of one."""
+    if isinstance(obs, dict):
+        return {key: np.asarray(value)[None] for key, value in obs.items()}
+    return np.asarray(obs)[None]
+
+
+class RolloutRecorder(BaseCallback):
+    """
+    Copies each step's raw transition during ``collect_rollouts`` (a few array copies, no model
+    call) and hands the finished rollout to the algorithm at ``on_rollout_end``.
+    """
+
+    def _on_rollout_start(self) -> None:
+        self.model._begin_rollout()
+        self._records: dict[str, list[np.ndarray]] = {key: [] for key in ("obs", "actions", "true", "seen", "dones", "next")}
+        self._prev_obs = self.model._pref_encoder.encode_obs(self._raw_current_obs())
+
+    def _raw_current_obs(self) -> Union[np.ndarray, dict]:
+        vec_normalize = self.model.get_vec_normalize_env()
+        return vec_normalize.get_original_obs() if vec_normalize is not None else self.model._last_obs
+
+    def _on_step(self) -> bool:
+        encoder: FeatureEncoder = self.model._pref_encoder
+        vec_normalize = self.model.get_vec_normalize_env()
+        rewards, dones = self.locals["rewards"], self.locals["dones"]
+        true_rewards = vec_normalize.get_original_reward() if vec_normalize is not None else rewards
+        next_obs = encoder.encode_obs(self._raw_current_obs() if vec_normalize is not None else self.locals["new_obs"])
+        records = self._records
+        records["obs"].append(self._prev_obs)
+        records["actions"].append(encoder.encode_actions(self.locals.get("clipped_actions", self.locals["actions"])))
+        records["true"].append(np.asarray(true_rewards, dtype=np.float32).copy())
+        # Copied now: SB3 adds the time-limit bootstrap to this array in place right after the callbacks.
+        records["seen"].append(np.asarray(rewards, dtype=np.float32).copy())
+        records["dones"].append(np.asarray(dones, dtype=bool).copy())
+        if self.model._rollout_phase == PHASE_PRETRAIN:
+            reached = next_obs.copy()
+            for env_index in np.flatnonzero(dones):
+                terminal = self.locals["infos"][env_index].get("terminal_observation")
+                if terminal is not None:
+                    terminal = vec_normalize.unnormalize_obs(terminal) if vec_normalize is not None else terminal
+                    reached[env_index] = encoder.encode_obs(_single(terminal))[0]
+            records["next"].append(reached)
+        self._prev_obs = next_obs
+        return True
+
+    def _on_rollout_end(self) -> None:
+        stacked = {key: np.stack(values) for key, values in self._records.items() if values}
+        self._records = {}
+        if stacked:
+            self.model._finish_rollout(**stacked)
+
+
+class PreferenceRewardMixin:
+    """
+    Preference-based reward learning for an SB3 on-policy algorithm (``class X(PreferenceRewardMixin, PPO)``).
+
+    :param reward_model: the learned reward; None trains on the env's reward (after optional pretraining)
+    :param teacher: who answers queries: a teacher object or a B-Pref preset name; None uses ``reward_model.teacher``
+    :param num_interaction: env steps (summed over envs) between query rounds
+    :param num_feed: accepted for B-Pref compatibility (it had no effect there either)
+    :param feed_type: query selection: 0-5 or a name (uniform, disagreement, entropy, kcenter,
+        kcenter_disagreement, kcenter_entropy)
+    :param re_update: the most reward-model epochs per query round (early stop at 97% training accuracy)
+    :param metaworld_flag: accepted for B-Pref compatibility; success is logged whenever the env reports it
+    :param max_feed: total feedback budget
+    :param unsuper_step: env steps of state-entropy pretraining (summed over envs)
+    :param unsuper_n_epochs: PPO epochs per update during pretraining
+    :param size_segment: segment length; overrides ``reward_model.size_segment`` when given
+    :param max_ep_len: episode length for the teacher's thresholds; None uses the observed mean
+    :param unsuper_flag: default of ``learn(unsuper_flag=...)``: 1 pretraining then preferences, 2
+        pretraining then the true reward, 0 preferences only
+    :param normalize_reward: rescale predicted rewards to mean 0 / std 1 on recent transitions after each refit
+    :param anneal_reward_lr: decay the reward model's learning rate linearly to 0 within each round
+    :param segment_capacity: transitions kept for drawing query segments
+    :param entropy_k: k of the k-NN state-entropy reward
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        reward_model: Optional[RewardModel] = None,
+        teacher: Union[BaseTeacher, str, None] = None,
+        num_interaction: int = 16000,
+        num_feed: int = 1,
+        feed_type: Union[int, str] = 0,
+        re_update: int = 100,
+        metaworld_flag: bool = False,
+        max_feed: int = 1400,
+        unsuper_step: int = 32000,
+        unsuper_n_epochs: int = 50,
+        size_segment: Optional[int] = None,
+        max_ep_len: Optional[int] = None,
+        unsuper_flag: int = 1,
+        normalize_reward: bool = False,
+        anneal_reward_lr: bool = False,
+        segment_capacity: int = 100_000,
+        entropy_k: int = 5,
+        **kwargs: Any,
+    ) -> None:
+        if reward_model is not None and not isinstance(reward_model, RewardModel):
+            raise ValueError(f"reward_model must be a sb3_pref.RewardModel or None, got {type(reward_model).__name__}")
+        if unsuper_flag not in (0, 1, 2):
+            raise ValueError(f"unsuper_flag must be 0 (no pretraining), 1 or 2, got {unsuper_flag!r}")
+        for name, value in [("num_interaction", num_interaction), ("unsuper_step", unsuper_step + 1)]:
+            if value < 1:
+                raise ValueError(f"{name} must be positive, got {value}")
+        if size_segment is not None and reward_model is not None:
+            reward_model.size_segment = int(size_segment)
+        if size_segment is not None and max_ep_len is not None and size_segment > max_ep_len:
+            raise ValueError(f"size_segment={size_segment} is longer than max_ep_len={max_ep_len}: lower size_segment")
+        self.reward_model = reward_model
+        self.teacher = make_teacher(teacher)
+        self.num_interaction = int(num_interaction)
+        self.num_feed = num_feed
+        self.feed_type = feed_type
+        self.re_update = int(re_update)
+        self.metaworld_flag = metaworld_flag
+        self.max_feed = int(max_feed)
+        self.unsuper_step = int(unsuper_step)
+        self.unsuper_n_epochs = int(unsuper_n_epochs)
+        self.max_ep_len = max_ep_len
+        self.unsuper_flag = unsuper_flag
+        self.normalize_reward = normalize_reward
+        self.anneal_reward_lr = anneal_reward_lr
+        self.segment_capacity = int(segment_capacity)
+        self.entropy_k = int(entropy_k)
+        # Progress that must survive save/load (plain values, stored in SB3's data file).
+        self._num_interactions = 0
+        self._unsuper_steps_done = 0
+        self._pretrain_done = False
+        self._rollout_phase = PHASE_TRUE_REWARD
+        self._reward_model_config = reward_model.get_config() if reward_model is not None else None
+        self._teacher_class = None
+        self.pref_learner: Optional[PreferenceLearner] = None
+        self.entropy_reward: Optional[StateEntropyReward] = None
+        super().__init__(*args, **kwargs)
+
+    # ------------------------------------------------------------------ set-up
+    def _setup_model(self) -> None:
+        super()._setup_model()
+        self._pref_encoder = FeatureEncoder(self.observation_space, self.action_space)
+        if self.reward_model is None and self._reward_model_config is not None:
+            # Loading: the weights arrive afterwards through set_parameters.
+            self.reward_model = RewardModel.from_config(self._reward_model_config, teacher=self.teacher)
+        if self.reward_model is None:
+            return
+        model = self.reward_model
+        if (model.obs_dim, model.act_dim) != (self._pref_encoder.obs_dim, self._pref_encoder.act_dim):
+            raise ValueError(
+                f"reward_model was built for obs_dim={model.obs_dim}, act_dim={model.act_dim}, but the env has "
+                f"obs_dim={self._pref_encoder.obs_dim}, act_dim={self._pref_encoder.act_dim}: build it with "
+                "RewardModel(env.observation_space, env.action_space, ...)"
+            )
+        teacher = self.teacher if self.teacher is not None else model.teacher
+        if self._teacher_class not in (None, type(teacher).__name__):
+            raise ValueError(f"this model was trained with a {self._teacher_class}: pass teacher=... to load()")
+        self._teacher_class = type(teacher).__name__
+        if self.seed is not None and model.n_updates == 0 and model.seed is None:
+            # An untrained model passed in without a seed follows the algorithm's seed, so runs repeat.
+            model.reset_parameters(self.seed)
+        self.pref_learner = PreferenceLearner(
+            model,
+            n_envs=self.n_envs,
+            teacher=teacher,
+            feed_type=self.feed_type,
+            max_feed=self.max_feed,
+            re_update=self.re_update,
+            max_ep_len=self.max_ep_len,
+            segment_capacity=self.segment_capacity,
+            normalize_rewards=self.normalize_reward,
+            anneal_lr=self.anneal_reward_lr,
+            seed=self.seed,
+        )
+
+    def learn(
+        self,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        log_interval: int = 1,
+        tb_log_name: Optional[str] = None,
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+        unsuper_flag: Optional[int] = None,
+    ):
+        """
+        SB3's ``learn`` plus B-Pref's ``unsuper_flag`` (see the class docstring; None keeps the constructor's).
+        """
+        if unsuper_flag is not None:
+            if unsuper_flag not in (0, 1, 2):
+                raise ValueError(f"unsuper_flag must be 0 (no pretraining), 1 or 2, got {unsuper_flag!r}")
+            self.unsuper_flag = unsuper_flag
+        return super().learn(
+            total_timesteps=total_timesteps,
+            callback=callback,
+            log_interval=log_interval,
+            tb_log_name=tb_log_name or type(self).__name__,
+            reset_num_timesteps=reset_num_timesteps,
+            progress_bar=progress_bar,
+        )
+
+    def _init_callback(self, callback: MaybeCallback, progress_bar: bool = False) -> BaseCallback:
+        if isinstance(callback, list):
+            callback = CallbackList(callback)
+        if callback is not None and not isinstance(callback, BaseCallback):
+            callback = ConvertCallback(callback)
+        # The recorder goes first so that user callbacks see the relabelled rollout.
+        callbacks = [RolloutRecorder()] + ([callback] if callback is not None else [])
+        return super()._init_callback(CallbackList(callbacks), progress_bar)
+
+    # ------------------------------------------------------------------ phases
+    def _pretraining(self) -> bool:
+        return self.unsuper_flag in (1, 2) and not self._pretrain_done and self._unsuper_steps_done < self.unsuper_step
+
+    def _begin_rollout(self) -> None:
+        if self._pretraining():
+            self._rollout_phase = PHASE_PRETRAIN
+            return
+        if self.unsuper_flag in (1, 2) and not self._pretrain_done:
+            self._end_pretraining()
+        use_preferences = self.pref_learner is not None and self.unsuper_flag != 2
+        self._rollout_phase = PHASE_PREFERENCE if use_preferences else PHASE_TRUE_REWARD
+
+    def _end_pretraining(self) -> None:
+        self._pretrain_done = True
+        self.entropy_reward = None
+        if self.unsuper_flag == 1 and self.pref_learner is not None and len(self.pref_learner.store) > 0:
+            self._log_round(self.pref_learner.query_round("uniform"))
+        self._num_interactions = 0
+        self._reset_value_head()
+
+    def _reset_value_head(self) -> None:
+        """Re-initialise the value head (as SB3 initialises it) when the reward it predicted changes."""
+        value_net: nn.Linear = self.policy.value_net
+        for parameter in value_net.parameters():
+            self.policy.optimizer.state.pop(parameter, None)
+        nn.init.orthogonal_(value_net.weight, gain=1.0)
+        nn.init.zeros_(value_net.bias)
+
+    def _finish_rollout(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        true: np.ndarray,
+        seen: np.ndarray,
+        dones: np.ndarray,
+        next: Optional[np.ndarray] = None,
+    ) -> None:
+        n_transitions = true.size
+        learner = self.pref_learner
+        if learner is not None:
+            learner.add_transitions(obs, actions, true, dones)
+        if self._rollout_phase == PHASE_PRETRAIN:
+            self._unsuper_steps_done += n_transitions
+            if self.entropy_reward is None:
+                self.entropy_reward = StateEntropyReward(
+                    obs.shape[-1], capacity=max(self.unsuper_step, n_transitions), k=self.entropy_k
+                )
+            intrinsic = self.entropy_reward.compute(next.reshape(n_transitions, -1)).reshape(true.shape)
+            relabel_rollout(self.rollout_buffer, intrinsic, seen)
+            self.logger.record("reward/entropy_reward_mean", float(intrinsic.mean()))
+        elif self._rollout_phase == PHASE_PREFERENCE:
+            self._num_interactions += n_transitions
+            due = learner.n_rounds == 0 or self._num_interactions >= self.num_interaction
+            if due and learner.budget_left > 0:
+                self._log_round(learner.query_round())
+                self._num_interactions = 0
+            predicted = learner.predict_rewards(obs, actions)
+            relabel_rollout(self.rollout_buffer, predicted, seen)
+            if predicted.std() > 0 and true.std() > 0:
+                self.logger.record("reward/pred_true_corr", float(np.corrcoef(predicted.ravel(), true.ravel())[0, 1]))
+        self.logger.record("reward/phase", self._rollout_phase)
+        if learner is not None:
+            for key, value in learner.counters().items():
+                self.logger.record(f"reward/{key}", value)
+
+    def _log_round(self, stats: dict[str, float]) -> None:
+        for key, value in stats.items():
+            self.logger.record(f"reward/{key}", value)
+
+    def train(self) -> None:
+        if self._rollout_phase != PHASE_PRETRAIN:
+            return super().train()
+        # B-Pref trains the policy harder on the intrinsic reward.
+        n_epochs, self.n_epochs = self.n_epochs, self.unsuper_n_epochs
+        try:
+            return super().train()
+        finally:
+            self.n_epochs = n_epochs
+
+    # ------------------------------------------------------------- persistence
+    def _excluded_save_params(self) -> list[str]:
+        return [*super()._excluded_save_params(), "reward_model", "teacher", "pref_learner", "entropy_reward", "_pref_encoder"]
+
+    def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
+        state_dicts, variables = super()._get_torch_save_params()
+        if self.reward_model is not None:
+            state_dicts = [*state_dicts, "reward_model.ensemble", "reward_model.optimizer", "pref_state"]
+        return state_dicts, variables
+
+    @property
+    def pref_state(self) -> "_PreferenceState":
+        """SB3 saves and loads this like a module: labels, segments, budget, teacher and pretraining buffer."""
+        return _PreferenceState(self)
+
+
+class _PreferenceState:
+    """Adapter giving SB3's ``save``/``set_parameters`` the ``state_dict`` interface of a module."""
+
+    def __init__(self, algorithm: PreferenceRewardMixin) -> None:
+        self.algorithm = algorithm
+
+    def state_dict(self) -> dict[str, Any]:
+        algorithm = self.algorithm
+        state: dict[str, Any] = {"learner": algorithm.pref_learner.state_dict()}
+        if algorithm.entropy_reward is not None:
+            state["entropy"] = to_torch_state(algorithm.entropy_reward.state_dict())
+            state["entropy_config"] = {
+                "obs_dim": algorithm.entropy_reward.obs_dim,
+                "capacity": algorithm.entropy_reward.capacity,
+            }
+        return state
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        algorithm = self.algorithm
+        algorithm.pref_learner.load_state_dict(state["learner"])
+        if "entropy" in state:
+            config = state["entropy_config"]
+            algorithm.entropy_reward = StateEntropyReward(
+                int(config["obs_dim"]), capacity=int(config["capacity"]), k=algorithm.entropy_k
+            )
+            algorithm.entropy_reward.load_state_dict(to_numpy_state(state["entropy"]))
+
+
+__all__ = [
+    "PHASE_PREFERENCE",
+    "PHASE_PRETRAIN",
+    "PHASE_TRUE_REWARD",
+    "PreferenceRewardMixin",
+    "RolloutRecorder",
+    "relabel_rollout",
+]

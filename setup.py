@@ -1,0 +1,46 @@
+import os
+
+from setuptools import find_packages, setup
+
+with open(os.path.join("sb3_pref", "version.txt")) as file_handler:
+    __version__ = file_handler.read().strip()
+
+with open("README.md", encoding="utf-8") as file_handler:
+    long_description = file_handler.read()
+
+# dm-control releases after 1.0.28 need MuJoCo >= 3.3.2 while Meta-World 3.1.1 pins 3.3.0,
+# and MuJoCo 4 drops fields dm-control reads: the bounds below are the range both run on.
+mujoco_range = "mujoco>=3.3,<4"
+extras = {
+    "dmc": ["dm-control>=1.0.28", mujoco_range],
+    "metaworld": ["metaworld>=3.1.1", mujoco_range],
+    "plots": ["matplotlib>=3.5"],
+}
+extras["all"] = sorted({dep for deps in extras.values() for dep in deps})
+extras["tests"] = extras["all"] + ["pytest>=7", "pytest-timeout", "ruff>=0.6"]
+extras["docs"] = ["mkdocs-material", "mkdocstrings[python]"]
+
+setup(
+    name="sb3_pref",
+    version=__version__,
+    description="Preference-based and meta reinforcement learning for Stable-Baselines3",
+    long_description=long_description,
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["sb3_pref", "sb3_pref.*"]),
+    package_data={"sb3_pref": ["py.typed", "version.txt"]},
+    python_requires=">=3.9",
+    install_requires=[
+        "stable-baselines3>=2.4",
+        "sb3-contrib>=2.4",
+        "gymnasium>=1.0",
+        # A floor only: an existing torch install is kept as it is.
+        "torch>=2.3",
+        "numpy>=1.20",
+    ],
+    extras_require=extras,
+    license="MIT",
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)
