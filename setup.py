@@ -17,7 +17,7 @@ extras = {
     "plots": ["matplotlib>=3.5"],
 }
 extras["all"] = sorted({dep for deps in extras.values() for dep in deps})
-extras["tests"] = extras["all"] + ["pytest>=7", "pytest-timeout", "ruff>=0.6"]
+extras["tests"] = extras["all"] + ["pytest>=7", "pytest-timeout", "ruff>=0.6", "tensorboard", "tqdm", "rich"]
 extras["docs"] = ["mkdocs-material", "mkdocstrings[python]"]
 
 setup(

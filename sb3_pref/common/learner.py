@@ -21,7 +21,8 @@ def to_torch_state(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: to_torch_state(item) for key, item in value.items()}
     if isinstance(value, np.ndarray):
-        return th.from_numpy(np.ascontiguousarray(value))
+        # A copy: the arrays may be read-only views, and np.ascontiguousarray would make 0-d arrays 1-d.
+        return th.from_numpy(value.copy())
     if isinstance(value, np.generic):
         return value.item()
     return value

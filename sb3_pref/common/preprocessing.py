@@ -32,7 +32,11 @@ def describe_space(space: spaces.Space) -> dict:
     if isinstance(space, spaces.Discrete):
         return {"type": "discrete", "n": int(space.n), "start": int(space.start)}
     if isinstance(space, spaces.MultiDiscrete):
-        return {"type": "multidiscrete", "nvec": [int(n) for n in space.nvec.reshape(-1)]}
+        return {
+            "type": "multidiscrete",
+            "nvec": [int(n) for n in space.nvec.reshape(-1)],
+            "start": [int(n) for n in space.start.reshape(-1)],
+        }
     if isinstance(space, spaces.MultiBinary):
         return {"type": "multibinary", "n": [int(n) for n in np.atleast_1d(space.n)]}
     return {"type": "box", "shape": [int(n) for n in space.shape]}
@@ -46,7 +50,7 @@ def space_from_description(description: dict) -> spaces.Space:
     if kind == "discrete":
         return spaces.Discrete(description["n"], start=description["start"])
     if kind == "multidiscrete":
-        return spaces.MultiDiscrete(description["nvec"])
+        return spaces.MultiDiscrete(description["nvec"], start=description.get("start"))
     if kind == "multibinary":
         return spaces.MultiBinary(description["n"])
     return spaces.Box(-np.inf, np.inf, shape=tuple(description["shape"]), dtype=np.float32)
@@ -111,7 +115,7 @@ class FeatureEncoder:
             return np.eye(int(space.n), dtype=np.float32)[index]
         if isinstance(space, spaces.MultiDiscrete):
             nvec = space.nvec.reshape(-1)
-            index = values.reshape(len(values), -1).astype(np.int64)
+            index = values.reshape(len(values), -1).astype(np.int64) - space.start.reshape(1, -1)
             return np.concatenate([np.eye(int(n), dtype=np.float32)[index[:, i]] for i, n in enumerate(nvec)], axis=1)
         width = int(np.prod(space.shape))
         if values.size % max(width, 1) != 0 or (values.ndim > 1 and int(np.prod(values.shape[1:])) != width):

@@ -124,6 +124,8 @@ class RewardModel:
         ]:
             if int(value) != value or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if int(n_layers) != n_layers or n_layers < 0:
+            raise ValueError(f"n_layers must be a non-negative integer, got {n_layers!r}")
         if not lr > 0:
             raise ValueError(f"lr must be positive, got {lr!r}")
         if not 0.0 <= label_margin < 0.5:
@@ -171,7 +173,9 @@ class RewardModel:
 
     def reset_parameters(self, seed: Optional[int] = None) -> None:
         """Re-draw all members' weights (from ``seed`` without touching torch's global generator) and reset Adam."""
-        with th.random.fork_rng(devices=[]):
+        # Without a seed, draw from (and advance) the global generator, as nn.Module does: forking it
+        # there would hand out the same weights on every call.
+        with th.random.fork_rng(devices=[], enabled=seed is not None):
             if seed is not None:
                 th.manual_seed(seed)
             for module in self.ensemble.modules():
@@ -240,12 +244,21 @@ class RewardModel:
 
         :return: ``{"loss", "accuracy"}``: mean minibatch loss, and accuracy on non-equal labels
         """
-        n_pairs = len(dataset)
-        if n_pairs == 0:
+        return self._train_epoch(self._dataset_tensors(dataset), rng)
+
+    def _dataset_tensors(self, dataset: "PreferenceDataset") -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        if len(dataset) == 0:
             raise ValueError("dataset is empty: label some pairs before training the reward model")
-        seg_0_all = th.as_tensor(dataset.features_0, device=self.device)
-        seg_1_all = th.as_tensor(dataset.features_1, device=self.device)
-        labels_all = th.as_tensor(dataset.labels, dtype=th.float32, device=self.device)
+        # One copy per call (the dataset's arrays are read-only views), reused by every epoch.
+        return (
+            th.tensor(dataset.features_0, device=self.device),
+            th.tensor(dataset.features_1, device=self.device),
+            th.tensor(dataset.labels, dtype=th.float32, device=self.device),
+        )
+
+    def _train_epoch(self, tensors: tuple[th.Tensor, th.Tensor, th.Tensor], rng: np.random.Generator) -> dict[str, float]:
+        seg_0_all, seg_1_all, labels_all = tensors
+        n_pairs = len(labels_all)
         order = th.as_tensor(np.stack([rng.permutation(n_pairs) for _ in range(self.ensemble_size)]), device=self.device)
         total_loss, n_correct, n_decided, n_batches = 0.0, 0, 0, 0
         for start in range(0, n_pairs, self.train_batch_size):
@@ -284,12 +297,13 @@ class RewardModel:
             raise ValueError(f"max_epochs must be >= 1, got {max_epochs}")
         stats: dict[str, float] = {}
         epoch = 0
+        tensors = self._dataset_tensors(dataset)
         try:
             for epoch in range(1, max_epochs + 1):
                 if anneal_lr:
                     for group in self.optimizer.param_groups:
                         group["lr"] = self.lr * (1.0 - (epoch - 1) / max_epochs)
-                stats = self.train_epoch(dataset, rng)
+                stats = self._train_epoch(tensors, rng)
                 if stats["accuracy"] > target_accuracy:
                     break
         finally:

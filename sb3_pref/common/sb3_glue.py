@@ -22,7 +22,7 @@ from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner, make_teacher, to_numpy_state, to_torch_state
 from sb3_pref.common.preprocessing import FeatureEncoder
 from sb3_pref.common.reward_model import RewardModel
-from sb3_pref.common.teachers import BaseTeacher
+from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
 
 # Values logged as ``reward/phase``.
 PHASE_PRETRAIN, PHASE_PREFERENCE, PHASE_TRUE_REWARD = 0, 1, 2
@@ -198,7 +198,8 @@ class PreferenceRewardMixin:
     # ------------------------------------------------------------------ set-up
     def _setup_model(self) -> None:
         super()._setup_model()
-        self._pref_encoder = FeatureEncoder(self.observation_space, self.action_space)
+        self._pref_encoder: Optional[FeatureEncoder] = None
+        self._ensure_encoder()
         if self.reward_model is None and self._reward_model_config is not None:
             # Loading: the weights arrive afterwards through set_parameters.
             self.reward_model = RewardModel.from_config(self._reward_model_config, teacher=self.teacher)
@@ -216,8 +217,12 @@ class PreferenceRewardMixin:
             raise ValueError(f"this model was trained with a {self._teacher_class}: pass teacher=... to load()")
         self._teacher_class = type(teacher).__name__
         if self.seed is not None and model.n_updates == 0 and model.seed is None:
-            # An untrained model passed in without a seed follows the algorithm's seed, so runs repeat.
+            # An untrained model (or a fresh teacher) passed in without a seed follows the algorithm's
+            # seed, so that the same seed gives the same run.
             model.reset_parameters(self.seed)
+        if self.seed is not None and isinstance(teacher, ScriptedTeacher) and teacher.seed is None:
+            if teacher.counters["asked"] == 0:
+                teacher.reseed(self.seed)
         self.pref_learner = PreferenceLearner(
             model,
             n_envs=self.n_envs,
@@ -231,6 +236,11 @@ class PreferenceRewardMixin:
             anneal_lr=self.anneal_reward_lr,
             seed=self.seed,
         )
+
+    def _ensure_encoder(self) -> None:
+        # Only runs that learn a reward or pretrain need flat features (image envs can still use the true reward).
+        if self._pref_encoder is None and (self.reward_model is not None or self.unsuper_flag in (1, 2)):
+            self._pref_encoder = FeatureEncoder(self.observation_space, self.action_space)
 
     def learn(
         self,
@@ -249,6 +259,7 @@ class PreferenceRewardMixin:
             if unsuper_flag not in (0, 1, 2):
                 raise ValueError(f"unsuper_flag must be 0 (no pretraining), 1 or 2, got {unsuper_flag!r}")
             self.unsuper_flag = unsuper_flag
+            self._ensure_encoder()
         return super().learn(
             total_timesteps=total_timesteps,
             callback=callback,
@@ -264,7 +275,8 @@ class PreferenceRewardMixin:
         if callback is not None and not isinstance(callback, BaseCallback):
             callback = ConvertCallback(callback)
         # The recorder goes first so that user callbacks see the relabelled rollout.
-        callbacks = [RolloutRecorder()] + ([callback] if callback is not None else [])
+        recorder = [RolloutRecorder()] if self._pref_encoder is not None else []
+        callbacks = recorder + ([callback] if callback is not None else [])
         return super()._init_callback(CallbackList(callbacks), progress_bar)
 
     # ------------------------------------------------------------------ phases

@@ -154,6 +154,11 @@ class ScriptedTeacher(BaseTeacher):
             raise ValueError(f"name={name!r} is not a teacher preset: choose one of {', '.join(cls.PRESETS)}")
         return cls(**cls.PRESETS[name], seed=seed)
 
+    def reseed(self, seed: Optional[int]) -> None:
+        """Restart the teacher's random stream from ``seed`` (used by algorithms to follow their own seed)."""
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+
     def update_margin(self, margin: float) -> None:
         """
         :param margin: average true return of one segment (mean episode return * segment length / episode length)
