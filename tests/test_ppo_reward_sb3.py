@@ -133,3 +133,15 @@ def test_image_observations_are_refused_at_construction():
     model = PPO_REWARD("CnnPolicy", env, n_steps=64, batch_size=64, n_epochs=1, unsuper_flag=0)
     model.learn(64)
     assert model.num_timesteps == 64
+
+
+@pytest.mark.parametrize("name", ["walker_walk", "metaworld_button-press-topdown-v2"])
+def test_ppo_reward_runs_on_benchmark_envs(name):
+    from sb3_pref.envs import make_benchmark_vec_env
+
+    env = make_benchmark_vec_env(name, n_envs=2, seed=0)
+    model = small_model(env, n_steps=100, batch_size=100, num_interaction=200, unsuper_step=200, size_segment=25)
+    model.learn(200 * 3)
+    learner = model.pref_learner
+    assert learner.total_feed == 30 and learner.reward_model.obs_dim == env.observation_space.shape[0]
+    assert learner.dataset.features_0.shape[1:] == (25, learner.reward_model.input_dim)
