@@ -90,26 +90,27 @@ class FeatureEncoder:
         :param obs: a batch of observations, shape ``(n, *obs_shape)`` (a dict of such arrays for Dict spaces)
         :return: float32 array ``(n, obs_dim)``
         """
-        space = self.observation_space
-        if isinstance(space, spaces.Dict):
-            # Sorted keys, as gymnasium.spaces.flatten does, so the layout is stable across runs.
-            parts = [self._encode(space[key], np.asarray(obs[key]), f"obs['{key}']") for key in space.spaces]
-            return np.concatenate(parts, axis=1)
-        return self._encode(space, np.asarray(obs), "obs")
+        return self._encode(self.observation_space, obs, "obs")
 
     def encode_actions(self, actions: np.ndarray) -> np.ndarray:
         """
         :param actions: a batch of actions, shape ``(n, *action_shape)`` (``(n,)`` or ``(n, 1)`` for Discrete)
         :return: float32 array ``(n, act_dim)``, one-hot for discrete actions
         """
-        return self._encode(self.action_space, np.asarray(actions), "actions")
+        return self._encode(self.action_space, actions, "actions")
 
     def encode(self, obs: Union[np.ndarray, dict], actions: np.ndarray) -> np.ndarray:
         """:return: ``concat(encode_obs(obs), encode_actions(actions))``, shape ``(n, input_dim)``"""
         return np.concatenate([self.encode_obs(obs), self.encode_actions(actions)], axis=1)
 
     @staticmethod
-    def _encode(space: spaces.Space, values: np.ndarray, name: str) -> np.ndarray:
+    def _encode(space: spaces.Space, values: Union[np.ndarray, dict], name: str) -> np.ndarray:
+        if isinstance(space, spaces.Dict):
+            # The space's key order (sorted, as gymnasium.spaces.flatten uses), so the layout is stable across runs;
+            # recursive, since _check_space accepts nested Dicts.
+            parts = [FeatureEncoder._encode(sub, values[key], f"{name}['{key}']") for key, sub in space.spaces.items()]
+            return np.concatenate(parts, axis=1)
+        values = np.asarray(values)
         if isinstance(space, spaces.Discrete):
             index = values.reshape(-1).astype(np.int64) - int(space.start)
             return np.eye(int(space.n), dtype=np.float32)[index]

@@ -154,10 +154,12 @@ class RewardModel:
             )
         self.teacher = teacher
         self.n_updates = 0
-        self.ensemble = build_ensemble(ensemble_size, self.input_dim, hidden_dim, n_layers, activation).to(self.device)
+        # A seeded model draws its weights from a forked generator: torch's global stream is left as it was.
+        with th.random.fork_rng(devices=[], enabled=seed is not None):
+            if seed is not None:
+                th.manual_seed(seed)
+            self.ensemble = build_ensemble(ensemble_size, self.input_dim, hidden_dim, n_layers, activation).to(self.device)
         self.optimizer = th.optim.Adam(self.ensemble.parameters(), lr=self.lr)
-        if seed is not None:
-            self.reset_parameters(seed)
 
     @property
     def obs_dim(self) -> int:
