@@ -214,3 +214,27 @@ def test_segment_batch_take() -> None:
     np.testing.assert_array_equal(sub.start, [13, 11])
     np.testing.assert_array_equal(sub.obs, batch.obs[[3, 1]])
     np.testing.assert_array_equal(sub.features[..., 2], np.ones((2, 3)))
+
+
+def test_extras_travel_with_their_transitions():
+    store = SegmentStore(n_envs=2, obs_dim=1, act_dim=1, capacity=40)
+    rng = np.random.default_rng(0)
+    for chunk in range(3):
+        t = chunk * 10 + np.arange(10)
+        obs = np.stack([t, 1000 + t], axis=1)[..., None].astype(np.float32)
+        dones = np.zeros((10, 2), dtype=bool)
+        # The extra of (step t, env e) is (t, e, 0.5 * t): float64 values survive exactly.
+        extras = {"state": np.stack(np.broadcast_arrays(t[:, None], np.arange(2)[None], 0.5 * t[:, None]), axis=-1)}
+        store.add(obs, np.zeros((10, 2, 1)), np.zeros((10, 2)), dones, extras=extras)
+    batch = store.sample(50, 5, rng)
+    steps = batch.obs[..., 0] - 1000 * batch.env_index[:, None]
+    np.testing.assert_array_equal(batch.extras["state"][..., 0], steps)
+    np.testing.assert_array_equal(batch.extras["state"][..., 1], np.broadcast_to(batch.env_index[:, None], steps.shape))
+    np.testing.assert_array_equal(batch.extras["state"][..., 2], 0.5 * steps)
+    np.testing.assert_array_equal(batch.take([3, 1]).extras["state"], batch.extras["state"][[3, 1]])
+    restored = SegmentStore(n_envs=2, obs_dim=1, act_dim=1, capacity=40)
+    restored.load_state_dict(store.state_dict())
+    again = restored.sample(50, 5, np.random.default_rng(0))
+    np.testing.assert_array_equal(again.extras["state"], store.sample(50, 5, np.random.default_rng(0)).extras["state"])
+    with pytest.raises(ValueError, match="extras"):
+        store.add(obs, np.zeros((10, 2, 1)), np.zeros((10, 2)), dones)

@@ -112,14 +112,22 @@ class PreferenceLearner:
         return self.max_feed - self.total_feed
 
     # ------------------------------------------------------------------ data in
-    def add_transitions(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray, dones: np.ndarray) -> None:
+    def add_transitions(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        dones: np.ndarray,
+        extras: Optional[dict[str, np.ndarray]] = None,
+    ) -> None:
         """
         :param obs: encoded raw observations ``(T, n_envs, obs_dim)``
         :param actions: encoded actions ``(T, n_envs, act_dim)``
         :param rewards: true rewards ``(T, n_envs)`` (for the scripted teacher and for logging)
         :param dones: episode ends ``(T, n_envs)``
+        :param extras: per-step values the teacher needs (``teacher.required_info_keys``), ``(T, n_envs, dim)``
         """
-        self.store.add(obs, actions, rewards, dones)
+        self.store.add(obs, actions, rewards, dones, extras=extras)
 
     def predict_rewards(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """Predicted rewards of encoded ``(..., obs_dim)`` / ``(..., act_dim)`` arrays, in one batched pass."""

@@ -73,6 +73,8 @@ class RolloutRecorder(BaseCallback):
     def _on_rollout_start(self) -> None:
         self.model._begin_rollout()
         self._records: dict[str, list[np.ndarray]] = {key: [] for key in ("obs", "actions", "true", "seen", "dones", "next")}
+        self._info_keys = self.model._segment_info_keys()
+        self._extras: dict[str, list[np.ndarray]] = {key: [] for key in self._info_keys}
         self._prev_obs = self.model._pref_encoder.encode_obs(self._raw_current_obs())
 
     def _raw_current_obs(self) -> Union[np.ndarray, dict]:
@@ -92,6 +94,10 @@ class RolloutRecorder(BaseCallback):
         # Copied now: SB3 adds the time-limit bootstrap to this array in place right after the callbacks.
         records["seen"].append(np.asarray(rewards, dtype=np.float32).copy())
         records["dones"].append(np.asarray(dones, dtype=bool).copy())
+        for key in self._info_keys:
+            self._extras[key].append(
+                np.stack([np.asarray(info[key], dtype=np.float64).ravel() for info in self.locals["infos"]])
+            )
         if self.model._rollout_phase == PHASE_PRETRAIN:
             reached = next_obs.copy()
             for env_index in np.flatnonzero(dones):
@@ -105,9 +111,10 @@ class RolloutRecorder(BaseCallback):
 
     def _on_rollout_end(self) -> None:
         stacked = {key: np.stack(values) for key, values in self._records.items() if values}
-        self._records = {}
+        extras = {key: np.stack(values) for key, values in self._extras.items() if values}
+        self._records, self._extras = {}, {}
         if stacked:
-            self.model._finish_rollout(**stacked)
+            self.model._finish_rollout(**stacked, extras=extras or None)
 
 
 class PreferenceRewardMixin:
@@ -300,6 +307,11 @@ class PreferenceRewardMixin:
         self._num_interactions = 0
         self._reset_value_head()
 
+    def _segment_info_keys(self) -> tuple[str, ...]:
+        """``info`` keys recorded with every transition: what the teacher needs to show a segment."""
+        teacher = self.pref_learner.teacher if self.pref_learner is not None else None
+        return tuple(getattr(teacher, "required_info_keys", ()))
+
     def _reset_value_head(self) -> None:
         """Re-initialise the value head (as SB3 initialises it) when the reward it predicted changes."""
         value_net: nn.Linear = self.policy.value_net
@@ -316,11 +328,12 @@ class PreferenceRewardMixin:
         seen: np.ndarray,
         dones: np.ndarray,
         next: Optional[np.ndarray] = None,
+        extras: Optional[dict[str, np.ndarray]] = None,
     ) -> None:
         n_transitions = true.size
         learner = self.pref_learner
         if learner is not None:
-            learner.add_transitions(obs, actions, true, dones)
+            learner.add_transitions(obs, actions, true, dones, extras=extras)
         if self._rollout_phase == PHASE_PRETRAIN:
             self._unsuper_steps_done += n_transitions
             if self.entropy_reward is None:

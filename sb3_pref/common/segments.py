@@ -1,6 +1,7 @@
 """Fixed-length segments cut from vectorised rollouts, kept in bounded per-env transition rings."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
@@ -18,6 +19,8 @@ class SegmentBatch:
     :param rewards: ``(N, H)`` float32 true rewards, what a scripted teacher judges
     :param env_index: ``(N,)`` int64, the env each segment came from
     :param start: ``(N,)`` int64, absolute step index (per env) of each segment's first transition
+    :param extras: named per-step arrays ``(N, H, dim)`` recorded beside the transitions (for
+        instance the simulator states a human teacher's videos are rendered from)
     """
 
     obs: np.ndarray
@@ -25,6 +28,7 @@ class SegmentBatch:
     rewards: np.ndarray
     env_index: np.ndarray
     start: np.ndarray
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def features(self) -> np.ndarray:
@@ -46,6 +50,7 @@ class SegmentBatch:
             rewards=self.rewards[indices],
             env_index=self.env_index[indices],
             start=self.start[indices],
+            extras={name: values[indices] for name, values in self.extras.items()},
         )
 
 
@@ -95,6 +100,7 @@ class SegmentStore:
         self._partial_length = np.zeros(self.n_envs, dtype=np.int64)
         self._recent_returns = np.zeros(0, dtype=np.float64)
         self._recent_lengths = np.zeros(0, dtype=np.int64)
+        self._extras: dict[str, np.ndarray] = {}
 
     def __len__(self) -> int:
         """:return: transitions stored over all envs"""
@@ -114,7 +120,14 @@ class SegmentStore:
         """:return: ring slots of the newest ``n_newest`` steps, oldest first"""
         return (self._pos - n_newest + np.arange(n_newest)) % self.capacity_per_env
 
-    def add(self, obs: np.ndarray, actions: np.ndarray, rewards: np.ndarray, dones: np.ndarray) -> None:
+    def add(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        dones: np.ndarray,
+        extras: Optional[dict[str, np.ndarray]] = None,
+    ) -> None:
         """
         Append ``T`` steps of a vectorised rollout. If ``T`` exceeds the ring, only the newest steps
         are kept (the episode statistics still see all of them).
@@ -123,6 +136,8 @@ class SegmentStore:
         :param actions: ``(T, n_envs, act_dim)`` encoded actions
         :param rewards: ``(T, n_envs)`` true rewards
         :param dones: ``(T, n_envs)``, True where the transition ended an episode (terminated or truncated)
+        :param extras: named ``(T, n_envs, dim)`` arrays stored beside the transitions; their rings are
+            allocated at the first add that brings them, and every later add must bring the same names
         """
         obs = np.asarray(obs, dtype=np.float32)
         actions = np.asarray(actions, dtype=np.float32)
@@ -140,6 +155,7 @@ class SegmentStore:
                 raise ValueError(f"{name} has shape {array.shape}, expected {shape} with T >= 1 (T taken from obs)")
         if not np.all(np.isfinite(rewards)):
             raise ValueError("rewards contains NaN or inf values")
+        extras = self._check_extras(extras or {}, n_steps)
 
         # Episode id of step t = the env's current id + dones strictly before t.
         done_counts = np.cumsum(dones, axis=0)
@@ -154,9 +170,26 @@ class SegmentStore:
         self._actions[:, slots] = actions[-keep:].swapaxes(0, 1)
         self._rewards[:, slots] = rewards[-keep:].T
         self._episode[:, slots] = episode[-keep:].T
+        for name, values in extras.items():
+            self._extras[name][:, slots] = values[-keep:].swapaxes(0, 1)
         self._pos = (self._pos + n_steps) % self.capacity_per_env
         self._size = min(self._size + n_steps, self.capacity_per_env)
         self._n_steps += n_steps
+
+    def _check_extras(self, extras: dict[str, np.ndarray], n_steps: int) -> dict[str, np.ndarray]:
+        extras = {name: np.asarray(values, dtype=np.float64) for name, values in extras.items()}
+        if self._n_steps == 0 and not self._extras:
+            for name, values in extras.items():
+                if values.ndim != 3:
+                    raise ValueError(f"extras['{name}'] has shape {values.shape}, expected (T, n_envs, dim)")
+                self._extras[name] = np.zeros((self.n_envs, self.capacity_per_env, values.shape[2]), dtype=np.float64)
+        if set(extras) != set(self._extras):
+            raise ValueError(f"extras has keys {sorted(extras)}, but this store records {sorted(self._extras)}")
+        for name, values in extras.items():
+            expected = (n_steps, self.n_envs, self._extras[name].shape[2])
+            if values.shape != expected:
+                raise ValueError(f"extras['{name}'] has shape {values.shape}, expected {expected}")
+        return extras
 
     def _update_episode_stats(self, rewards: np.ndarray, dones: np.ndarray) -> None:
         cumulative = np.cumsum(rewards, axis=0)
@@ -231,6 +264,7 @@ class SegmentStore:
             rewards=self._rewards[rows, slots],
             env_index=env_index.astype(np.int64),
             start=(self._n_steps - self._size + offset).astype(np.int64),
+            extras={name: ring[rows, slots] for name, ring in self._extras.items()},
         )
 
     def last_transitions(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -269,6 +303,7 @@ class SegmentStore:
             "partial_length": self._partial_length.copy(),
             "recent_returns": self._recent_returns.copy(),
             "recent_lengths": self._recent_lengths.copy(),
+            **{f"extra/{name}": ring[:, slots] for name, ring in self._extras.items()},
         }
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
@@ -282,6 +317,13 @@ class SegmentStore:
             if int(state[name]) != getattr(self, name):
                 raise ValueError(f"state has {name}={int(state[name])}, this store has {getattr(self, name)}")
         size = min(int(state["obs"].shape[1]), self.capacity_per_env)
+        self._extras = {
+            key[len("extra/") :]: np.zeros((self.n_envs, self.capacity_per_env, state[key].shape[2]), dtype=np.float64)
+            for key in state
+            if key.startswith("extra/")
+        }
+        for name, ring in self._extras.items():
+            ring[:, :size] = state[f"extra/{name}"][:, -size:] if size > 0 else 0.0
         if size > 0:
             self._obs[:, :size] = state["obs"][:, -size:]
             self._actions[:, :size] = state["actions"][:, -size:]

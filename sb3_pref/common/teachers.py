@@ -28,6 +28,10 @@ class BaseTeacher(abc.ABC):
     The base class keeps cumulative counters so that every teacher (scripted or human) reports the same keys.
     """
 
+    #: ``info`` keys whose per-step values the algorithm must record with each segment (e.g. the
+    #: simulator state a human teacher's videos are rendered from); scripted teachers need none.
+    required_info_keys: ClassVar[tuple[str, ...]] = ()
+
     def __init__(self) -> None:
         self._counters = dict.fromkeys(COUNTER_KEYS, 0)
 
