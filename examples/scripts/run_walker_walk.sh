@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# B-Pref's walker_walk grid: PrefPPO (6 teachers x budgets 500/50 and 1000/100), PPO and
+# PPO + unsupervised pretraining on the true reward, for each seed.
+#   examples/scripts/run_walker_walk.sh                  # B-Pref's ten seeds
+#   ALGOS=PrefPPO TEACHERS="oracle mistake" examples/scripts/run_walker_walk.sh 1 2 3
+# (see common.sh for the other knobs)
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+BUDGETS="${BUDGETS:-500:50 1000:100}"
+
+PPO_FLAGS=(--env walker_walk --lr 0.00005 --batch-size 64 --n-envs 32 --ent-coef 0.0 --n-steps 500
+    --total-timesteps 4000000 --num-layer 3 --hidden-dim 256 --clip-init 0.4 --gae-lambda 0.92)
+PRETRAIN_FLAGS=(--unsuper-step 32000 --unsuper-n-epochs 50)
+
+for seed in $SEEDS; do
+    if wants PrefPPO; then
+        prefppo_grid "$seed" "${PPO_FLAGS[@]}" "${PRETRAIN_FLAGS[@]}" --re-segment 50
+    fi
+    if wants PPO; then
+        run train_PPO.py "${PPO_FLAGS[@]}" --seed "$seed"
+    fi
+    if wants PPO_unsuper; then
+        run train_PPO.py "${PPO_FLAGS[@]}" "${PRETRAIN_FLAGS[@]}" --seed "$seed" --pretrain 1
+    fi
+done
