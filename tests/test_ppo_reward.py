@@ -217,6 +217,9 @@ def test_save_load_continues_budget_labels_and_phase(tmp_path):
     assert restored.teacher.counters == learner.teacher.counters
     assert loaded._pretrain_done and loaded._num_interactions == model._num_interactions
     assert restored.rng.bit_generator.state == learner.rng.bit_generator.state
+    # A teacher can be handed to load() by preset name; its saved state (counters, generator) is restored.
+    by_name = PPO_REWARD.load(tmp_path / "model", env=env, teacher="oracle")
+    assert by_name.pref_learner.teacher.counters == learner.teacher.counters
 
     log = QueryLog()
     loaded.learn(128 * 4, callback=log, reset_num_timesteps=False)

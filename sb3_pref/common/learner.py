@@ -147,24 +147,29 @@ class PreferenceLearner:
 
     def query_round(self, method: Optional[Union[int, str]] = None) -> dict[str, float]:
         """
-        Ask up to ``mb_size`` queries (clamped to the budget left), store the labels, refit the model.
+        Store the teacher's late labels (if it has any), ask up to ``mb_size`` queries (clamped to the
+        budget left), store the labels, refit the model. Once the budget is spent, a round with late
+        labels still refits the model; a round with nothing new does nothing and returns ``{}``.
 
         :param method: query selection for this round; None uses ``feed_type`` (uniform on the first round)
         :return: statistics of the round, keys as logged under ``reward/``
         """
+        n_late = self._add_late_labels()
         n_queries = min(self.reward_model.mb_size, self.budget_left)
-        if n_queries <= 0:
+        if n_queries <= 0 and n_late == 0:
             return {}
-        if method is None:
-            method = "uniform" if self.n_rounds == 0 else self.feed_type
-        method = resolve_query_method(method)
-        self.teacher.update_margin(self.segment_margin())
-        seg_0, seg_1 = self._select(method, n_queries)
-        labels = np.asarray(self.teacher.label_pairs(seg_0, seg_1), dtype=np.float64)
-        self.total_feed += n_queries
-        self.labeled_feedback += self.dataset.add(seg_0, seg_1, labels)
-        self.n_rounds += 1
-        stats: dict[str, float] = {"round_queries": float(n_queries)}
+        stats: dict[str, float] = {"late_labels": float(n_late)} if n_late else {}
+        if n_queries > 0:
+            if method is None:
+                method = "uniform" if self.n_rounds == 0 else self.feed_type
+            method = resolve_query_method(method)
+            self.teacher.update_margin(self.segment_margin())
+            seg_0, seg_1 = self._select(method, n_queries)
+            labels = np.asarray(self.teacher.label_pairs(seg_0, seg_1), dtype=np.float64)
+            self.total_feed += n_queries
+            self.labeled_feedback += self.dataset.add(seg_0, seg_1, labels)
+            self.n_rounds += 1
+            stats["round_queries"] = float(n_queries)
         if len(self.dataset) > 0:
             fit = self.reward_model.train(
                 self.dataset,
@@ -178,6 +183,23 @@ class PreferenceLearner:
             self._fit_normalisation()
         stats["true_pref_accuracy"] = self.oracle_agreement()
         return stats
+
+    def _add_late_labels(self) -> int:
+        """
+        Teachers whose answers can arrive after ``label_pairs`` returned (a person answering
+        asynchronously) expose ``late_labels() -> (seg_0, seg_1, labels) | None``; those pairs join the
+        dataset here. They were counted against the budget when they were asked.
+
+        :return: labelled (non-skipped) pairs added
+        """
+        late_labels = getattr(self.teacher, "late_labels", None)
+        delivered = late_labels() if late_labels is not None else None
+        if delivered is None:
+            return 0
+        seg_0, seg_1, labels = delivered
+        added = self.dataset.add(seg_0, seg_1, np.asarray(labels, dtype=np.float64))
+        self.labeled_feedback += added
+        return added
 
     def _select(self, method: str, n_queries: int) -> tuple[SegmentBatch, SegmentBatch]:
         n_candidates = candidate_count(method, n_queries, self.reward_model.large_batch)

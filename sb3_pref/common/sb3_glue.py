@@ -13,6 +13,7 @@ the whole rollout's rewards in one batched pass and writes them into the rollout
 from typing import Any, Optional, Union
 
 import numpy as np
+from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, ConvertCallback
 from stable_baselines3.common.type_aliases import MaybeCallback
@@ -75,25 +76,26 @@ class RolloutRecorder(BaseCallback):
         self._records: dict[str, list[np.ndarray]] = {key: [] for key in ("obs", "actions", "true", "seen", "dones", "next")}
         self._info_keys = self.model._segment_info_keys()
         self._extras: dict[str, list[np.ndarray]] = {key: [] for key in self._info_keys}
-        self._prev_obs = self.model._pref_encoder.encode_obs(self._raw_current_obs())
-
-    def _raw_current_obs(self) -> Union[np.ndarray, dict]:
         vec_normalize = self.model.get_vec_normalize_env()
-        return vec_normalize.get_original_obs() if vec_normalize is not None else self.model._last_obs
+        self._prev_obs = self._encode(vec_normalize.get_original_obs() if vec_normalize is not None else self.model._last_obs)
+
+    def _encode(self, raw_obs: Union[np.ndarray, dict]) -> np.ndarray:
+        """Flat features of the part of a batch of raw observations the reward model sees."""
+        return self.model._pref_encoder.encode_obs(self.model._reward_observation(raw_obs))
 
     def _on_step(self) -> bool:
         encoder: FeatureEncoder = self.model._pref_encoder
         vec_normalize = self.model.get_vec_normalize_env()
         rewards, dones = self.locals["rewards"], self.locals["dones"]
         true_rewards = vec_normalize.get_original_reward() if vec_normalize is not None else rewards
-        next_obs = encoder.encode_obs(self._raw_current_obs() if vec_normalize is not None else self.locals["new_obs"])
+        next_obs = self._encode(vec_normalize.get_original_obs() if vec_normalize is not None else self.locals["new_obs"])
         records = self._records
         records["obs"].append(self._prev_obs)
         records["actions"].append(encoder.encode_actions(self.locals.get("clipped_actions", self.locals["actions"])))
         records["true"].append(np.asarray(true_rewards, dtype=np.float32).copy())
         # Copied now: SB3 adds the time-limit bootstrap to this array in place right after the callbacks.
         records["seen"].append(np.asarray(rewards, dtype=np.float32).copy())
-        records["dones"].append(np.asarray(dones, dtype=bool).copy())
+        records["dones"].append(np.asarray(self.model._segment_ends(dones, self.locals["infos"]), dtype=bool).copy())
         for key in self._info_keys:
             self._extras[key].append(
                 np.stack([np.asarray(info[key], dtype=np.float64).ravel() for info in self.locals["infos"]])
@@ -104,7 +106,7 @@ class RolloutRecorder(BaseCallback):
                 terminal = self.locals["infos"][env_index].get("terminal_observation")
                 if terminal is not None:
                     terminal = vec_normalize.unnormalize_obs(terminal) if vec_normalize is not None else terminal
-                    reached[env_index] = encoder.encode_obs(_single(terminal))[0]
+                    reached[env_index] = self._encode(_single(terminal))[0]
             records["next"].append(reached)
         self._prev_obs = next_obs
         return True
@@ -135,12 +137,16 @@ class PreferenceRewardMixin:
     :param size_segment: segment length; overrides ``reward_model.size_segment`` when given
     :param max_ep_len: episode length for the teacher's thresholds; None uses the observed mean
     :param unsuper_flag: default of ``learn(unsuper_flag=...)``: 1 pretraining then preferences, 2
-        pretraining then the true reward, 0 preferences only
+        pretraining then the true reward, 0 no pretraining; None: the class's ``default_unsuper_flag``
+        with a reward model (PrefPPO: 1), 0 without one
     :param normalize_reward: rescale predicted rewards to mean 0 / std 1 on recent transitions after each refit
     :param anneal_reward_lr: decay the reward model's learning rate linearly to 0 within each round
     :param segment_capacity: transitions kept for drawing query segments
     :param entropy_k: k of the k-NN state-entropy reward
     """
+
+    #: pretraining default when a reward model is given (B-Pref's PrefPPO pretrains)
+    default_unsuper_flag: int = 1
 
     def __init__(
         self,
@@ -157,7 +163,7 @@ class PreferenceRewardMixin:
         unsuper_n_epochs: int = 50,
         size_segment: Optional[int] = None,
         max_ep_len: Optional[int] = None,
-        unsuper_flag: int = 1,
+        unsuper_flag: Optional[int] = None,
         normalize_reward: bool = False,
         anneal_reward_lr: bool = False,
         segment_capacity: int = 100_000,
@@ -166,6 +172,8 @@ class PreferenceRewardMixin:
     ) -> None:
         if reward_model is not None and not isinstance(reward_model, RewardModel):
             raise ValueError(f"reward_model must be a sb3_pref.RewardModel or None, got {type(reward_model).__name__}")
+        if unsuper_flag is None:
+            unsuper_flag = self.default_unsuper_flag if reward_model is not None else 0
         if unsuper_flag not in (0, 1, 2):
             raise ValueError(f"unsuper_flag must be 0 (no pretraining), 1 or 2, got {unsuper_flag!r}")
         for name, value in [("num_interaction", num_interaction), ("unsuper_step", unsuper_step + 1)]:
@@ -176,7 +184,7 @@ class PreferenceRewardMixin:
         if size_segment is not None and max_ep_len is not None and size_segment > max_ep_len:
             raise ValueError(f"size_segment={size_segment} is longer than max_ep_len={max_ep_len}: lower size_segment")
         self.reward_model = reward_model
-        self.teacher = make_teacher(teacher)
+        self.teacher = teacher
         self.num_interaction = int(num_interaction)
         self.num_feed = num_feed
         self.feed_type = feed_type
@@ -205,11 +213,14 @@ class PreferenceRewardMixin:
     # ------------------------------------------------------------------ set-up
     def _setup_model(self) -> None:
         super()._setup_model()
+        # Also on load, where teacher=... may be given to load() as a preset name.
+        self.teacher = make_teacher(self.teacher)
         self._pref_encoder: Optional[FeatureEncoder] = None
-        self._ensure_encoder()
         if self.reward_model is None and self._reward_model_config is not None:
             # Loading: the weights arrive afterwards through set_parameters.
             self.reward_model = RewardModel.from_config(self._reward_model_config, teacher=self.teacher)
+        # After the reward model is rebuilt: a model saved with unsuper_flag=0 needs the encoder too.
+        self._ensure_encoder()
         if self.reward_model is None:
             return
         model = self.reward_model
@@ -247,7 +258,19 @@ class PreferenceRewardMixin:
     def _ensure_encoder(self) -> None:
         # Only runs that learn a reward or pretrain need flat features (image envs can still use the true reward).
         if self._pref_encoder is None and (self.reward_model is not None or self.unsuper_flag in (1, 2)):
-            self._pref_encoder = FeatureEncoder(self.observation_space, self.action_space)
+            self._pref_encoder = FeatureEncoder(self._reward_observation_space(), self.action_space)
+
+    def _reward_observation_space(self) -> spaces.Space:
+        """The part of the observation the reward model and the entropy reward see (all of it here)."""
+        return self.observation_space
+
+    def _reward_observation(self, obs: Union[np.ndarray, dict]) -> Union[np.ndarray, dict]:
+        """:param obs: a batch of raw observations; :return: the part that :meth:`_reward_observation_space` describes"""
+        return obs
+
+    def _segment_ends(self, dones: np.ndarray, infos: list[dict[str, Any]]) -> np.ndarray:
+        """Where segments must not cross: episode ends (an algorithm playing several episodes as one may add its own)."""
+        return dones
 
     def learn(
         self,
@@ -346,7 +369,8 @@ class PreferenceRewardMixin:
         elif self._rollout_phase == PHASE_PREFERENCE:
             self._num_interactions += n_transitions
             due = learner.n_rounds == 0 or self._num_interactions >= self.num_interaction
-            if due and learner.budget_left > 0:
+            # Past the budget a round can still bring a teacher's late labels (query_round returns {} otherwise).
+            if due:
                 self._log_round(learner.query_round())
                 self._num_interactions = 0
             predicted = learner.predict_rewards(obs, actions)
