@@ -15,9 +15,20 @@ extras = {
     "dmc": ["dm-control>=1.0.28", mujoco_range],
     "metaworld": ["metaworld>=3.1.1", mujoco_range],
     "plots": ["matplotlib>=3.5"],
+    # pygame renders gymnasium's classic-control envs; Pillow writes the GIF fallback of the clips.
+    "human": ["flask>=2.2", "imageio>=2.20", "imageio-ffmpeg>=0.4.9", "pillow>=9", "pygame>=2.1"],
 }
 extras["all"] = sorted({dep for deps in extras.values() for dep in deps})
-extras["tests"] = extras["all"] + ["pytest>=7", "pytest-timeout", "ruff>=0.6", "tensorboard", "tqdm", "rich"]
+extras["tests"] = [
+    *extras["all"],
+    "pytest>=7",
+    "pytest-timeout",
+    "ruff>=0.6",
+    "tensorboard",
+    "tqdm",
+    "rich",
+    "playwright>=1.40",
+]
 extras["docs"] = ["mkdocs-material", "mkdocstrings[python]"]
 
 setup(

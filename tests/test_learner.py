@@ -103,7 +103,7 @@ def test_disagreement_round_labels_the_most_disputed_candidates(monkeypatch):
 
 def test_budget_is_exact_and_the_last_round_clamped():
     learner = fed(make_learner(max_feed=250, mb_size=100))
-    assert learner.dataset.capacity == 250
+    assert learner.dataset.capacity == 500
     sizes, totals = [], []
     for _ in range(4):
         stats = learner.query_round()

@@ -95,7 +95,9 @@ class PreferenceLearner:
         self.n_eval_pairs = int(n_eval_pairs)
         self.rng = np.random.default_rng(seed)
         self.store = SegmentStore(n_envs, reward_model.obs_dim, reward_model.act_dim, capacity=segment_capacity)
-        self.dataset = PreferenceDataset(capacity=self.max_feed)
+        # Room beyond the budget: a resumed run re-asks the queries of its last unsaved round while a
+        # person's answers to them may still arrive, and no answer should push out an older one.
+        self.dataset = PreferenceDataset(capacity=2 * self.max_feed)
         self.total_feed = 0
         self.labeled_feedback = 0
         self.n_rounds = 0
