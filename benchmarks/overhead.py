@@ -232,7 +232,7 @@ def markdown(args: argparse.Namespace, runs: list[dict[str, dict[str, Any]]], co
         "",
         f"Measured {context['date']} with `benchmarks/overhead.py` (sb3_pref {sb3_pref.__version__}, "
         f"SB3 {stable_baselines3.__version__}, torch {th.__version__}, Python {platform.python_version()}, "
-        f"{context['cpus']} CPUs, torch threads 1, load average {context['load_before']} before / "
+        f"{context['cpus']} CPUs, torch threads {context['threads']}, load average {context['load_before']} before / "
         f"{context['load_after']} after; the machine was shared).",
         "",
         f"Settings: {args.env}, {args.n_envs} envs x {args.n_steps} steps, {args.total_timesteps} steps, seed {args.seed}; "
@@ -413,6 +413,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--re-update", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--target", type=float, default=1.15)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads, the same for both algorithms")
     parser.add_argument("--output", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "overhead.md"))
     args = parser.parse_args()
     if args.unsuper_n_epochs is None:
@@ -424,9 +425,11 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    th.set_num_threads(1)  # the benchmark compares algorithms, not thread pools; CI machines vary in cores
+    # The same thread pool for both algorithms, so the ratio compares algorithms, not pools.
+    th.set_num_threads(args.threads)
     instrument_library()
     context = {
+        "threads": args.threads,
         "date": datetime.date.today().isoformat(),
         "cpus": str(os.cpu_count()),
         "load_before": f"{os.getloadavg()[0]:.1f}",
