@@ -19,17 +19,15 @@ extras = {
     "human": ["flask>=2.2", "imageio>=2.20", "imageio-ffmpeg>=0.4.9", "pillow>=9", "pygame>=2.1"],
 }
 extras["all"] = sorted({dep for deps in extras.values() for dep in deps})
+# Grid runner: YAML configs, plots, and Ray for clusters (kept out of "all": Ray is a large install).
+extras["experiments"] = ["pyyaml>=5.4", "matplotlib>=3.5", "ray>=2.9"]
+extras["docs"] = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"]
 extras["tests"] = [
     *extras["all"],
-    "pytest>=7",
-    "pytest-timeout",
-    "ruff>=0.6",
-    "tensorboard",
-    "tqdm",
-    "rich",
-    "playwright>=1.40",
+    *extras["experiments"],
+    *extras["docs"],
+    *["pytest>=7", "pytest-timeout", "ruff>=0.6", "tensorboard", "tqdm", "rich", "playwright>=1.40"],
 ]
-extras["docs"] = ["mkdocs-material", "mkdocstrings[python]"]
 
 setup(
     name="sb3_pref",

@@ -13,12 +13,10 @@ logs, ``model.zip`` and ``vecnormalize.pkl`` into the run folder (``--output-dir
 from collections.abc import Sequence
 from typing import Optional
 
-from common_args import build_parser, configure_logging, flag, learn_and_save, make_env, make_run, parse_args, ppo_kwargs
-from stable_baselines3 import PPO
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
-from stable_baselines3.ppo import MlpPolicy
 
-from sb3_pref import PPO_REWARD
+from sb3_pref.experiments.bpref import configure_logging, learn_and_save, make_env, make_ppo, make_run
+from sb3_pref.experiments.flags import build_parser, flag, parse_args
 
 
 def main(argv: Optional[Sequence[str]] = None) -> OnPolicyAlgorithm:
@@ -32,21 +30,8 @@ def main(argv: Optional[Sequence[str]] = None) -> OnPolicyAlgorithm:
     )
     args = parse_args(parser, argv, learns_reward=False)
     run = make_run(args, "PPO_unsuper" if args.pretrain else "PPO", f"envs{args.n_envs}_")
-    env = make_env(args, run)
-
-    if args.pretrain:
-        # No reward model: PPO_REWARD only adds the pretraining phase, then trains on the env's reward.
-        model = PPO_REWARD(
-            MlpPolicy,
-            env,
-            **ppo_kwargs(args, run),
-            unsuper_step=args.unsuper_step,
-            unsuper_n_epochs=args.unsuper_n_epochs,
-            max_ep_len=args.max_ep_len,
-            unsuper_flag=2,
-        )
-    else:
-        model = PPO(MlpPolicy, env, **ppo_kwargs(args, run))
+    env = make_env(args, run.run_dir)
+    model = make_ppo(args, env, pretrain=args.pretrain, tensorboard_log=run.tensorboard_log)
     configure_logging(model, run)
 
     learn_and_save(model, run, args.total_timesteps)

@@ -1,35 +1,19 @@
 """
-What ``train_PrefPPO.py`` and ``train_PPO.py`` share: the B-Pref command line, its validation, the
-environment (dm_control or Meta-World, optionally ``VecNormalize``-d), the PPO keyword arguments,
-the run directory and the files written at the end.
-
-Both scripts accept exactly the same flags, so one line of a grid script can be pointed at either;
-``train_PPO.py`` simply ignores the reward-learning flags.
+B-Pref's command line (the flags of its ``train_PrefPPO.py``), shared by ``examples/train_PrefPPO.py``,
+``examples/train_PPO.py`` and the grid runner, which turns a config's hyperparameters into the same
+flags so that a grid and a script validate a setting the same way.
 """
 
 import argparse
-import json
+import difflib
 import math
-import os
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, NoReturn, Optional
 
-from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.logger import configure
-from stable_baselines3.common.utils import LinearSchedule
-from stable_baselines3.common.vec_env import VecEnv, VecNormalize
-
-from sb3_pref import ScriptedTeacher
 from sb3_pref.common.query import QUERY_METHODS, resolve_query_method
-from sb3_pref.envs import (
-    is_metaworld_env_name,
-    make_vec_dmcontrol_env,
-    make_vec_metaworld_env,
-    parse_dmcontrol_name,
-    resolve_metaworld_name,
-)
+from sb3_pref.common.teachers import ScriptedTeacher
+from sb3_pref.envs import is_metaworld_env_name, parse_dmcontrol_name, resolve_metaworld_name
 
 # B-Pref's episode lengths: Meta-World tasks are cut at 500 steps, dm_control tasks run 1000.
 METAWORLD_EP_LEN, DMCONTROL_EP_LEN = 500, 1000
@@ -89,8 +73,15 @@ def feed_type(text: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+class _RaisingParser(argparse.ArgumentParser):
+    """A parser whose errors are ``ValueError`` instead of a message and ``sys.exit(2)`` (for configs)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(message)
+
+
 # ---------------------------------------------------------------------------- the command line
-def build_parser(description: str) -> argparse.ArgumentParser:
+def build_parser(description: str, raise_errors: bool = False) -> argparse.ArgumentParser:
     """
     B-Pref's ``train_PrefPPO.py`` flags, plus ``--teacher`` and ``--output-dir``.
     Defaults are B-Pref's walker_walk settings (3x256 separate pi/vf nets, lr 5e-5, 32 envs x 500
@@ -98,9 +89,11 @@ def build_parser(description: str) -> argparse.ArgumentParser:
     an oracle teacher asked 100 disagreement queries every 16000 steps up to 1000).
 
     :param description: shown by ``--help``
+    :param raise_errors: raise ``ValueError`` on a bad flag instead of printing usage and exiting
     :return: the parser (a script may add its own flags before parsing)
     """
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser_class = _RaisingParser if raise_errors else argparse.ArgumentParser
+    parser = parser_class(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     run = parser.add_argument_group("run")
     run.add_argument("--env", default="walker_walk", help="dm_control 'domain_task' or Meta-World 'metaworld_<task>-v2'")
     run.add_argument("--seed", type=non_negative_int, default=12345, help="seed of the envs, the policy and the teacher")
@@ -163,7 +156,8 @@ def parse_args(
 ) -> argparse.Namespace:
     """
     Parse, resolve the teacher and check the flags against each other; any problem ends the
-    program with a parser error (exit status 2) before an environment is built.
+    program with a parser error (exit status 2) before an environment is built (or raises
+    ``ValueError`` with a parser built with ``raise_errors=True``).
 
     :param parser: from :func:`build_parser`
     :param argv: the arguments (default: ``sys.argv[1:]``)
@@ -173,6 +167,21 @@ def parse_args(
     """
     args = parser.parse_args(argv)
     _resolve_teacher(args)
+    try:
+        check_args(args, learns_reward)
+    except ValueError as error:
+        parser.error(str(error))
+    return args
+
+
+def check_args(args: argparse.Namespace, learns_reward: bool = True) -> None:
+    """
+    Set ``args.metaworld`` and ``args.max_ep_len``, and check the flags against each other.
+
+    :param args: parsed flags
+    :param learns_reward: check the reward-learning flags too
+    :raises ValueError: naming the flag to change
+    """
     args.metaworld = is_metaworld_env_name(args.env)
     args.max_ep_len = METAWORLD_EP_LEN if args.metaworld else DMCONTROL_EP_LEN
     try:
@@ -182,19 +191,18 @@ def parse_args(
         else:
             parse_dmcontrol_name(args.env)
     except (ValueError, ImportError) as error:
-        parser.error(f"--env {args.env}: {error}")
+        raise ValueError(f"--env {args.env}: {error}") from None
     rollout = args.n_envs * args.n_steps
     if rollout < 2:
-        parser.error("--n-envs x --n-steps must be at least 2 (PPO normalises advantages over the rollout)")
+        raise ValueError("--n-envs x --n-steps must be at least 2 (PPO normalises advantages over the rollout)")
     if not 1 < args.batch_size <= rollout:
-        parser.error(
+        raise ValueError(
             f"--batch-size {args.batch_size} must be in [2, n_envs x n_steps = {rollout}]: lower it or collect longer rollouts"
         )
     if learns_reward and args.re_segment > args.max_ep_len:
-        parser.error(f"--re-segment {args.re_segment} is longer than an episode ({args.max_ep_len} steps)")
+        raise ValueError(f"--re-segment {args.re_segment} is longer than an episode ({args.max_ep_len} steps)")
     if learns_reward and args.re_batch > args.re_max_feed:
-        parser.error(f"--re-batch {args.re_batch} exceeds --re-max-feed {args.re_max_feed}: not even one round fits")
-    return args
+        raise ValueError(f"--re-batch {args.re_batch} exceeds --re-max-feed {args.re_max_feed}: not even one round fits")
 
 
 def _resolve_teacher(args: argparse.Namespace) -> None:
@@ -221,96 +229,47 @@ def teacher_name(args: argparse.Namespace) -> str:
     return "teacher_b{beta:g}_g{gamma:g}_m{eps_mistake:g}_s{eps_skip:g}_e{eps_equal:g}".format(**values)
 
 
-# ---------------------------------------------------------------------------- run set-up
-@dataclass
-class Run:
-    """Where a run writes: the folder of its monitor files and logs, and the folder of its saved files."""
-
-    run_dir: str
-    output_dir: str
-    tensorboard_log: Optional[str]
+# ---------------------------------------------------------------------------- from a config
+def flag_names() -> list[str]:
+    """The hyperparameter names a config may set: the flags' ``dest`` names (``re_max_feed``...)."""
+    parser = build_parser("", raise_errors=True)
+    return [action.dest for action in parser._actions if action.dest != "help"]
 
 
-def make_run(args: argparse.Namespace, algo: str, tag: str = "") -> Run:
+def typed_flags(values: Mapping[str, Any]) -> dict[str, Any]:
     """
-    Create ``<tensorboard-log>/<algo>/<env>/<tag>seed<seed>`` (``runs/...`` without a log root) and
-    write the flags to ``args.json`` there first, so that even a crashed run says how it was started.
+    Values converted as the flags convert them (so that ``"3e-4"`` and ``0.0003`` are the same setting).
 
-    :param args: the parsed flags
-    :param algo: e.g. ``"PrefPPO"``
-    :param tag: what distinguishes runs of the same algorithm and env besides the seed
-    :return: the run's folders
+    :raises ValueError: for a value a flag would reject
     """
-    root = args.tensorboard_log or "runs"
-    run_dir = os.path.join(root, algo, args.env, f"{tag}seed{args.seed}")
-    output_dir = args.output_dir or run_dir
-    os.makedirs(run_dir, exist_ok=True)
-    os.makedirs(output_dir, exist_ok=True)
-    with open(os.path.join(output_dir, "args.json"), "w") as file:
-        json.dump({"algo": algo, **vars(args)}, file, indent=2, sort_keys=True)
-    tensorboard_log = run_dir if args.tensorboard_log and _has_tensorboard() else None
-    return Run(run_dir=run_dir, output_dir=output_dir, tensorboard_log=tensorboard_log)
+    types = {action.dest: action.type for action in build_parser("", raise_errors=True)._actions if action.type is not None}
+    typed = {}
+    for key, value in values.items():
+        try:
+            typed[key] = types[key](str(value)) if key in types and value is not None else value
+        except argparse.ArgumentTypeError as error:
+            raise ValueError(f"{key}: {error}") from None
+    return typed
 
 
-def _has_tensorboard() -> bool:
-    try:
-        import tensorboard  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def make_env(args: argparse.Namespace, run: Run) -> VecEnv:
+def args_from_mapping(values: Mapping[str, Any], learns_reward: bool = True) -> argparse.Namespace:
     """
-    ``n_envs`` monitored copies of the task (env ``i`` seeded ``seed + i``, monitor files in the run
-    folder), wrapped in ``VecNormalize(norm_reward=False)`` when ``--normalize``: B-Pref normalises
-    the policy's observations only, the reward model sees raw observations.
+    The namespace the scripts would get from the flags that ``values`` spells out, checked the same way.
+
+    :param values: ``{"lr": 3e-4, "re_max_feed": 1000, "use_sde": True, ...}`` (flag ``dest`` names)
+    :param learns_reward: check the reward-learning flags too
+    :return: the parsed and checked namespace
+    :raises ValueError: for an unknown name (with the closest known ones) or a bad value
     """
-    factory = make_vec_metaworld_env if args.metaworld else make_vec_dmcontrol_env
-    env = factory(args.env, n_envs=args.n_envs, seed=args.seed, monitor_dir=run.run_dir)
-    if args.normalize:
-        env = VecNormalize(env, norm_reward=False)
-    return env
-
-
-def ppo_kwargs(args: argparse.Namespace, run: Run) -> dict[str, Any]:
-    """The PPO keyword arguments both scripts pass, B-Pref style (``clip_range`` annealed linearly to 0)."""
-    hidden = [args.hidden_dim] * args.num_layer
-    return dict(
-        tensorboard_log=run.tensorboard_log,
-        seed=args.seed,
-        learning_rate=args.lr,
-        batch_size=args.batch_size,
-        n_steps=args.n_steps,
-        ent_coef=args.ent_coef,
-        policy_kwargs=dict(net_arch=dict(pi=hidden, vf=list(hidden))),
-        use_sde=args.use_sde,
-        sde_sample_freq=args.sde_freq,
-        gae_lambda=args.gae_lambda,
-        # progress_remaining goes 1 -> 0, so this is clip_init * progress_remaining, B-Pref's schedule.
-        clip_range=LinearSchedule(args.clip_init, 0.0, 1.0),
-        n_epochs=args.n_epochs,
-        verbose=1,
-    )
-
-
-def configure_logging(model: BaseAlgorithm, run: Run) -> None:
-    """Without tensorboard installed, log to ``progress.csv`` in the run folder instead of failing."""
-    if run.tensorboard_log is None:
-        model.set_logger(configure(run.run_dir, ["stdout", "csv"]))
-
-
-def learn_and_save(model: BaseAlgorithm, run: Run, total_timesteps: int, **learn_kwargs: Any) -> None:
-    """
-    Train, then save the model and the ``VecNormalize`` statistics (needed to run the policy
-    again) into the output folder, also after Ctrl-C so that a long run is never lost.
-    """
-    try:
-        model.learn(total_timesteps=total_timesteps, **learn_kwargs)
-    except KeyboardInterrupt:
-        print(f"interrupted at {model.num_timesteps} steps: saving what was learned", file=sys.stderr)
-    model.save(os.path.join(run.output_dir, "model.zip"))
-    vec_normalize = model.get_vec_normalize_env()
-    if vec_normalize is not None:
-        vec_normalize.save(os.path.join(run.output_dir, "vecnormalize.pkl"))
-    print(f"saved to {run.output_dir}")
+    known = flag_names()
+    argv: list[str] = []
+    for name, value in values.items():
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=3)
+            raise ValueError(f"unknown hyperparameter {name!r}" + (f": did you mean {', '.join(close)}?" if close else ""))
+        if value is None:
+            continue
+        text = str(int(value)) if isinstance(value, bool) else str(value)
+        # "--name=value", so that a negative number is never taken for a flag.
+        argv.append("--{}={}".format(name.replace("_", "-"), text))
+    return parse_args(build_parser("", raise_errors=True), argv, learns_reward)
