@@ -24,45 +24,27 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from sb3_pref.envs.bandit import bandit_trials
 from sb3_pref.envs.darkroom import darkroom_trials
+from sb3_pref.experiments.defaults import task_defaults
 from sb3_pref.rl2 import RL2
 from sb3_pref.rl2.evaluation import RandomAgent, evaluate_adaptation, plot_adaptation, write_adaptation_csv
 
-# Tuned on DarkRoom (benchmarks/RL2.md); the bandit and Meta-World presets are reasonable starting points.
-PRESETS: dict[str, dict[str, Any]] = {
-    "darkroom": dict(
-        n_envs=32,
-        n_steps=160,
-        batch_size=1280,
-        n_epochs=4,
-        learning_rate=1e-3,
-        ent_coef=0.01,
-        hidden_size=128,
-        episodes_per_trial=4,
-        gamma=0.99,
-    ),
-    "bandit": dict(
-        n_envs=16,
-        n_steps=20,
-        batch_size=160,
-        n_epochs=8,
-        learning_rate=3e-3,
-        ent_coef=0.01,
-        hidden_size=64,
-        episodes_per_trial=None,
-        gamma=0.99,
-    ),
-    "ml1": dict(
-        n_envs=8,
-        n_steps=1000,
-        batch_size=2000,
-        n_epochs=10,
-        learning_rate=3e-4,
-        ent_coef=0.0,
-        hidden_size=256,
-        episodes_per_trial=10,
-        gamma=0.99,
-    ),
-}
+# The grid runner's presets (sb3_pref.experiments.defaults), under RecurrentPPO's argument names.
+_PRESET_KEYS = (
+    "n_envs",
+    "n_steps",
+    "batch_size",
+    "n_epochs",
+    "learning_rate",
+    "ent_coef",
+    "hidden_size",
+    "episodes_per_trial",
+    "gamma",
+)
+PRESETS: dict[str, dict[str, Any]] = {}
+for _family, _task in (("darkroom", "darkroom"), ("bandit", "bandit"), ("ml1", "ml1-reach")):
+    _preset = task_defaults("rl2", _task)
+    _preset["learning_rate"] = _preset.pop("lr")
+    PRESETS[_family] = {key: _preset.get(key) for key in _PRESET_KEYS}
 
 
 def parse_args() -> argparse.Namespace:
