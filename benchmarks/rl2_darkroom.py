@@ -82,13 +82,13 @@ def uniform_goal_bound(n_goals: int, episodes: int, length: int = 20) -> np.ndar
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--total-timesteps", type=int, default=6_000_000)
+    parser.add_argument("--total-timesteps", type=int, default=8_000_000)
     parser.add_argument("--n-envs", type=int, default=32)
     parser.add_argument("--n-steps", type=int, default=160)
     parser.add_argument("--batch-size", type=int, default=1280)
     parser.add_argument("--n-epochs", type=int, default=4)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--ent-coef", type=float, default=0.01)
+    parser.add_argument("--ent-coef", type=float, default=0.03)
     parser.add_argument("--gamma", type=float, default=0.99)
     parser.add_argument("--gae-lambda", type=float, default=0.95)
     parser.add_argument("--hidden-size", type=int, default=128)

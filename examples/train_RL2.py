@@ -1,7 +1,7 @@
 """
 Train RL2 on a task family, evaluate how it adapts on held-out tasks, save everything.
 
-    python examples/train_RL2.py --env darkroom --total-timesteps 6000000 --seed 0 --output-dir runs/rl2_darkroom
+    python examples/train_RL2.py --env darkroom --total-timesteps 8000000 --seed 0 --output-dir runs/rl2_darkroom
     python examples/train_RL2.py --env bandit --n-arms 5 --n-pulls 10 --total-timesteps 2000000 --output-dir runs/rl2_bandit
     python examples/train_RL2.py --env ml1-reach --total-timesteps 5000000 --output-dir runs/rl2_reach
 

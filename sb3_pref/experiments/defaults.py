@@ -81,13 +81,13 @@ _RL2_COMMON = dict(cell="gru", gamma=0.99, gae_lambda=0.95, eval_trials=500, det
 # Tuned on DarkRoom by the RL2 work; the bandit and Meta-World presets are reasonable starting points.
 RL2_PRESETS: dict[str, dict[str, Any]] = {
     "darkroom": dict(
-        total_timesteps=6_000_000,
+        total_timesteps=8_000_000,
         n_envs=32,
         n_steps=160,
         batch_size=1280,
         n_epochs=4,
         lr=1e-3,
-        ent_coef=0.01,
+        ent_coef=0.03,
         hidden_size=128,
         episodes_per_trial=4,
     ),
