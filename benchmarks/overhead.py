@@ -38,7 +38,8 @@ import sb3_pref
 from sb3_pref import PPO_REWARD, PreferenceLearner, RewardModel
 from sb3_pref.common import sb3_glue
 from sb3_pref.common.entropy import StateEntropyReward
-from sb3_pref.common.sb3_glue import PHASE_PRETRAIN, PreferenceRewardMixin, RolloutRecorder
+from sb3_pref.common.rollout import PHASE_PRETRAIN, RolloutRecorder
+from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 from sb3_pref.envs import make_vec_dmcontrol_env
 
 # Breakdown rows: (label, how the value is derived from the raw timers). Raw timers nest

@@ -12,7 +12,7 @@ from stable_baselines3.ppo import MlpPolicy
 
 from sb3_pref import PPO_REWARD, PrefPPO, RewardModel
 from sb3_pref.common.learner import PreferenceLearner
-from sb3_pref.common.sb3_glue import PHASE_PREFERENCE, PHASE_PRETRAIN
+from sb3_pref.common.rollout import PHASE_PREFERENCE, PHASE_PRETRAIN
 
 SMALL_NET = {"net_arch": [32, 32]}
 
