@@ -29,6 +29,18 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def _package_path() -> str:
+    """
+    ``PYTHONPATH`` for a child run: this process's copy of ``sb3_pref`` first, so the child runs the same
+    code even when the package is imported from a source checkout rather than installed.
+    """
+    import sb3_pref
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sb3_pref.__file__)))
+    inherited = os.environ.get("PYTHONPATH")
+    return os.pathsep.join([root, inherited] if inherited else [root])
+
+
 class Backend:
     """Starts runs and reports when they end. ``capacity`` runs may be in flight at once."""
 
@@ -65,7 +77,7 @@ class LocalBackend(Backend):
 
     def start(self, run_dir: str) -> None:
         log = open(os.path.join(run_dir, "stdout.log"), "ab")
-        environment = {**os.environ, **_ONE_THREAD, "PYTHONUNBUFFERED": "1"}
+        environment = {**os.environ, **_ONE_THREAD, "PYTHONUNBUFFERED": "1", "PYTHONPATH": _package_path()}
         # Own session: a Ctrl-C in the terminal reaches the runner only, which then stops each
         # run itself (SIGTERM, recorded as "interrupted" by the run).
         process = subprocess.Popen(
@@ -151,7 +163,11 @@ class RayBackend(Backend):
         self._started_here = not ray.is_initialized()
         if self._started_here:
             local = dict(num_cpus=workers or usable_cores(), include_dashboard=False) if address is None else {}
-            ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": dict(_ONE_THREAD)}, **local)
+            env_vars = dict(_ONE_THREAD)
+            if address is None:
+                # Workers on this machine import this process's sb3_pref; a cluster's nodes bring their own.
+                env_vars["PYTHONPATH"] = _package_path()
+            ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": env_vars}, **local)
         self.capacity = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         self._remote = ray.remote(num_cpus=1, max_retries=0)(_ray_execute)
         self._refs: dict[object, str] = {}
