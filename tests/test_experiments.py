@@ -368,3 +368,15 @@ def test_report_draws_rl2_adaptation(tmp_path):
 
     mean, _, _ = adaptation_curves(load_runs(root))["darkroom"]["RL2"]
     np.testing.assert_allclose(mean, [1.5, 4.0, 5.0])
+
+
+def test_status_counts_the_running_attempt(tmp_path, capsys):
+    root = str(tmp_path / "grid")
+    done = RunRecord(_fake_run(root, "ppo", "walker_walk", 0, 10.0))  # 60 s of ended attempts
+    done.start_attempt("local", 0)  # ... and one started two minutes ago
+    done.data["attempts"][-1]["started_at"] -= 120.0
+    done.save()
+    assert cli(["status", root]) == 0
+    line = next(text for text in capsys.readouterr().out.splitlines() if text.startswith("ppo/walker_walk/seed0"))
+    assert line.split()[1] == "running"
+    assert 2.9 <= float(line.split()[-2]) <= 3.1, line

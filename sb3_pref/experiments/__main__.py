@@ -12,6 +12,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Optional
@@ -59,14 +60,18 @@ def _dry_run(config, only: Optional[str]) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from sb3_pref.experiments.records import read_heartbeat
+    from sb3_pref.experiments.records import RunRecord, read_heartbeat
     from sb3_pref.experiments.results import load_runs
 
     runs = load_runs(args.run_dir, include_unfinished=True)
     for run in runs:
         steps = read_heartbeat(run.run_dir)
         progress = f"{steps:>10d}/{run.spec.total_timesteps} steps"
-        print(f"{run.spec.run_id:70s} {run.status:12s} {progress}  {run.wall_time / 60:7.1f} min")
+        wall_time = run.wall_time
+        if run.status == "running":  # ended attempts plus the one in flight
+            attempts = RunRecord(run.run_dir).data.get("attempts") or [{}]
+            wall_time += time.time() - float(attempts[-1].get("started_at", time.time()))
+        print(f"{run.spec.run_id:70s} {run.status:12s} {progress}  {wall_time / 60:7.1f} min")
     counts = Counter(run.status for run in runs)
     print(", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or f"no runs under {args.run_dir}")
     return 0
