@@ -148,3 +148,7 @@ def test_mkdocs_build_strict(tmp_path):
     assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
     for page in ("index.html", "api-experiments/index.html", "howto-grid/index.html", "reports/overhead/index.html"):
         assert (tmp_path / "site" / page).exists(), page
+    # Docstring roles become links (docs/hooks/sphinx_roles.py), never the literal ":class:" text.
+    api = (tmp_path / "site" / "api-core" / "index.html").read_text(encoding="utf-8")
+    assert not re.search(r":(class|func|meth):<code>", api)
+    assert 'href="#sb3_pref.common.reward_model.RewardModel"' in api
