@@ -32,6 +32,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import configure
 
 from sb3_pref.envs.darkroom import Goal, all_goals, darkroom_trials, split_goals
+from sb3_pref.experiments.rl2_runs import make_rl2_model
 from sb3_pref.rl2 import RL2
 from sb3_pref.rl2.evaluation import RandomAgent, evaluate_adaptation, plot_adaptation, write_adaptation_csv
 
@@ -124,20 +125,9 @@ def table(results: dict, references: dict, optimal: float) -> str:
 
 def train(args: argparse.Namespace, env_kwargs: dict) -> tuple[RL2, Optional[float]]:
     train_env = make_vec_env(darkroom_trials, n_envs=args.n_envs, seed=args.seed, env_kwargs=dict(split="train", **env_kwargs))
-    model = RL2(
-        "MlpGruPolicy" if args.cell == "gru" else "MlpLstmPolicy",
-        train_env,
-        n_steps=args.n_steps,
-        batch_size=args.batch_size,
-        n_epochs=args.n_epochs,
-        learning_rate=args.learning_rate,
-        ent_coef=args.ent_coef,
-        gamma=args.gamma,
-        gae_lambda=args.gae_lambda,
-        policy_kwargs=dict(lstm_hidden_size=args.hidden_size, net_arch=dict(pi=[64], vf=[64])),
-        seed=args.seed,
-        device="cpu",
-    )
+    settings = {key: getattr(args, key) for key in ("cell", "n_steps", "batch_size", "n_epochs", "ent_coef", "gamma")}
+    settings.update(lr=args.learning_rate, gae_lambda=args.gae_lambda, hidden_size=args.hidden_size)
+    model = make_rl2_model(settings, train_env, args.seed)  # the grid runner's RL2, as in examples/train_RL2.py
     model.set_logger(configure(args.output_dir, ["csv"]))
     start = time.perf_counter()
     model.learn(args.total_timesteps, log_interval=10)

@@ -122,9 +122,25 @@ def build_rl2(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Any]) -> Bas
         if isinstance(train, VecNormalize):
             train = VecNormalize.load(checkpoint.vecnormalize, train.venv)
         return rl2.RL2.load(checkpoint.model, env=train, device="cpu")
+    return make_rl2_model(settings, train, spec.seed)
+
+
+def make_rl2_model(settings: dict[str, Any], env: VecEnv, seed: int, verbose: int = 0) -> BaseAlgorithm:
+    """
+    A new RL2 model from the grid's RL2 settings (:func:`~sb3_pref.experiments.task_defaults` names:
+    ``cell``, ``lr``, ``hidden_size``, ...), with two 64-unit heads after the recurrent cell.
+    Shared by the grid runner, ``examples/train_RL2.py`` and ``benchmarks/rl2_darkroom.py``.
+
+    :param settings: checked settings (:func:`check_rl2_settings`)
+    :param env: the training VecEnv of trials
+    :param seed: the model's seed
+    :param verbose: SB3's verbosity
+    :return: the RL2 model, on the CPU
+    """
+    rl2 = require_rl2()
     return rl2.RL2(
         "MlpGruPolicy" if settings["cell"] == "gru" else "MlpLstmPolicy",
-        train,
+        env,
         n_steps=settings["n_steps"],
         batch_size=settings["batch_size"],
         n_epochs=settings["n_epochs"],
@@ -133,8 +149,8 @@ def build_rl2(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Any]) -> Bas
         gamma=settings["gamma"],
         gae_lambda=settings["gae_lambda"],
         policy_kwargs=dict(lstm_hidden_size=settings["hidden_size"], net_arch=dict(pi=[64], vf=[64])),
-        seed=spec.seed,
-        verbose=0,
+        seed=seed,
+        verbose=verbose,
         device="cpu",
     )
 
