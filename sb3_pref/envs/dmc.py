@@ -5,9 +5,10 @@ from typing import Any, Callable, Optional, SupportsFloat
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_pref.envs.factory import VecEnvClass, import_optional, make_monitored_vec_env
+from sb3_pref.envs.factory import VecEnvClass, import_optional
 
 _PREFIXES = ("dm_control/", "dm_control_", "dmc_", "dmc/")
 _EXAMPLES = "walker_walk, quadruped_walk, cheetah_run, ball_in_cup_catch"
@@ -252,10 +253,12 @@ def make_vec_dmcontrol_env(
     # Parsed here so that a bad name fails in the caller, not in n_envs worker processes.
     domain_name, task_name = parse_dmcontrol_name(name)
     kwargs = {**(env_kwargs or {}), "domain_name": domain_name, "task_name": task_name, "seed": seed}
-    return make_monitored_vec_env(
+    # Every copy gets the same kwargs; SB3 then resets env i with seed + i, which these envs
+    # treat as a full reseed, so env i behaves exactly like a single env created with seed + i.
+    return make_vec_env(
         DMCEnv,
-        kwargs,
         n_envs=n_envs,
+        env_kwargs=kwargs,
         seed=seed,
         monitor_dir=monitor_dir,
         vec_env_cls=vec_env_cls,

@@ -1,6 +1,6 @@
 """
 Helpers shared by the dm_control and Meta-World factories: optional imports with an actionable
-error, a headless OpenGL default, and one ``make_vec_env`` call that both benchmarks go through.
+error, a headless OpenGL default, and the name-based dispatch between the two.
 """
 
 import ctypes.util
@@ -8,10 +8,8 @@ import importlib
 import os
 import sys
 from types import ModuleType
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional, Union
 
-import gymnasium as gym
-from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 VecEnvClass = type[Union[DummyVecEnv, SubprocVecEnv]]
@@ -62,52 +60,6 @@ def import_optional(module: str, extra: str) -> ModuleType:
             f"{module} is not installed: install it with `pip install sb3_pref[{extra}]` "
             f"(or `pip install 'sb3_pref[all]'`) to use these environments."
         ) from error
-
-
-def make_monitored_vec_env(
-    env_class: Callable[..., gym.Env],
-    env_kwargs: dict[str, Any],
-    n_envs: int = 1,
-    seed: Optional[int] = 0,
-    monitor_dir: Optional[str] = None,
-    vec_env_cls: Optional[VecEnvClass] = None,
-    vec_env_kwargs: Optional[dict[str, Any]] = None,
-    monitor_kwargs: Optional[dict[str, Any]] = None,
-    wrapper_class: Optional[Callable[[gym.Env], gym.Env]] = None,
-    wrapper_kwargs: Optional[dict[str, Any]] = None,
-) -> VecEnv:
-    """
-    Build ``n_envs`` monitored copies of ``env_class(**env_kwargs)`` with SB3's ``make_vec_env``.
-
-    Every copy is built with ``env_kwargs`` unchanged (``make_vec_env`` does not pass the rank to
-    the constructor); SB3 then resets env ``i`` with ``seed + i``, which our envs treat as a full
-    reseed, so env ``i`` behaves exactly like a single env created with ``seed + i``.
-    ``env_class`` must be importable by name so that ``SubprocVecEnv`` can pickle it.
-
-    :param env_class: the env class (or module-level function) to instantiate
-    :param env_kwargs: keyword arguments for ``env_class``
-    :param n_envs: number of environments
-    :param seed: base seed; env ``i`` is reset with ``seed + i`` (``None``: unseeded)
-    :param monitor_dir: folder for the ``Monitor`` CSV files, ``None`` for no files
-    :param vec_env_cls: ``DummyVecEnv`` (default) or ``SubprocVecEnv``
-    :param vec_env_kwargs: keyword arguments for the VecEnv class (e.g. ``start_method``)
-    :param monitor_kwargs: keyword arguments for ``Monitor``
-    :param wrapper_class: an extra wrapper applied after ``Monitor``
-    :param wrapper_kwargs: keyword arguments for ``wrapper_class``
-    :return: the VecEnv
-    """
-    return make_vec_env(
-        env_class,
-        n_envs=n_envs,
-        seed=seed,
-        monitor_dir=monitor_dir,
-        env_kwargs=env_kwargs,
-        vec_env_cls=vec_env_cls,
-        vec_env_kwargs=vec_env_kwargs,
-        monitor_kwargs=monitor_kwargs,
-        wrapper_class=wrapper_class,
-        wrapper_kwargs=wrapper_kwargs,
-    )
 
 
 def make_benchmark_vec_env(name: str, n_envs: int = 1, seed: Optional[int] = 0, **kwargs: Any) -> VecEnv:

@@ -22,9 +22,10 @@ from typing import Any, Callable, Optional, SupportsFloat
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_pref.envs.factory import VecEnvClass, import_optional, make_monitored_vec_env
+from sb3_pref.envs.factory import VecEnvClass, import_optional
 
 _PREFIXES = ("metaworld_", "Meta-World/", "metaworld/")
 
@@ -228,10 +229,12 @@ def make_vec_metaworld_env(
     """
     # Resolved here so that a bad name fails in the caller, not in n_envs worker processes.
     kwargs = {**(env_kwargs or {}), "name": resolve_metaworld_name(name), "seed": seed}
-    return make_monitored_vec_env(
+    # Every copy gets the same kwargs; SB3 then resets env i with seed + i, which these envs
+    # treat as a full reseed, so env i behaves exactly like a single env created with seed + i.
+    return make_vec_env(
         make_metaworld_env,
-        kwargs,
         n_envs=n_envs,
+        env_kwargs=kwargs,
         seed=seed,
         monitor_dir=monitor_dir,
         vec_env_cls=vec_env_cls,
