@@ -65,8 +65,10 @@ def reference_member_rewards(model: RewardModel, rows: np.ndarray) -> np.ndarray
 
 
 # --------------------------------------------------------------------------------------- learning
-def test_recovers_a_known_reward_on_held_out_pairs(data):
-    model = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
+@pytest.mark.parametrize("train_dtype", ["float32", "bfloat16"])
+def test_recovers_a_known_reward_on_held_out_pairs(data, train_dtype):
+    # bfloat16 mixed precision must learn as well: same epochs budget, same held-out bar
+    model = RewardModel(OBS_DIM, ACT_DIM, seed=0, train_dtype=train_dtype, **SMALL)
     untrained = model.preference_accuracy(*data["test"])
     assert abs(untrained - 0.5) < 0.15
 
@@ -153,6 +155,20 @@ def test_pair_loss_of_equal_label_is_log_two_for_equal_returns():
     loss, correct, decided = model._pair_loss(seg, seg.clone(), th.full((3, 5), 0.5))
     assert loss.item() == pytest.approx(3 * np.log(2), rel=1e-6)
     assert int(correct) == int(decided) == 0
+
+
+def test_bfloat16_training_changes_the_forward_pass_at_bf16_resolution_only():
+    generator = th.Generator().manual_seed(0)
+    seg_0, seg_1 = th.randn(2, 3, 16, 50, OBS_DIM + ACT_DIM, generator=generator)
+    labels = (th.rand(3, 16, generator=generator) > 0.5).float()
+    fp32 = RewardModel(OBS_DIM, ACT_DIM, hidden_dim=64, seed=0)
+    bf16 = RewardModel(OBS_DIM, ACT_DIM, hidden_dim=64, seed=0, train_dtype="bfloat16")
+    loss_32, loss_16 = fp32._pair_loss(seg_0, seg_1, labels)[0], bf16._pair_loss(seg_0, seg_1, labels)[0]
+    # bf16 keeps 8 bits of mantissa: the loss moves, but by far less than a percent; predictions stay exact
+    assert loss_16.dtype == th.float32
+    assert 1e-6 < abs(loss_16.item() - loss_32.item()) / loss_32.item() < 1e-2
+    rows = seg_0[0, 0].numpy()
+    np.testing.assert_array_equal(fp32.predict(rows)[0], bf16.predict(rows)[0])
 
 
 # ------------------------------------------------------------------------------ training mechanics
@@ -320,6 +336,7 @@ def test_invalid_construction_and_inputs_raise():
         ("n_layers", -1),
         ("lr", 0.0),
         ("label_margin", 0.5),
+        ("train_dtype", "float16"),
     ]:
         with pytest.raises(ValueError, match=name):
             RewardModel(OBS_DIM, ACT_DIM, **{name: value})
@@ -393,7 +410,9 @@ def test_same_seed_same_weights_without_touching_global_rng():
 # ------------------------------------------------------------------------------------- persistence
 def test_save_load_round_trip(tmp_path):
     obs_space = spaces.Dict({"pos": spaces.Box(-1, 1, shape=(2,)), "mode": spaces.Discrete(3, start=1)})
-    model = RewardModel(obs_space, spaces.Discrete(2), size_segment=3, hidden_dim=16, label_margin=0.05, seed=0)
+    model = RewardModel(
+        obs_space, spaces.Discrete(2), size_segment=3, hidden_dim=16, label_margin=0.05, train_dtype="bfloat16", seed=0
+    )
     rng = np.random.default_rng(0)
     seg_0, seg_1 = (
         SegmentBatch(

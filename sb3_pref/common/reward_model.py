@@ -82,6 +82,9 @@ class RewardModel:
     :param hidden_dim: width of the hidden layers
     :param n_layers: number of hidden layers
     :param train_batch_size: minibatch size (in pairs) of reward training
+    :param train_dtype: ``"float32"`` (default, as B-Pref) or ``"bfloat16"``: mixed precision for the
+        forward passes of training only (weights, optimizer and predictions stay float32). About
+        2.8x faster per epoch on CPUs with AMX (``benchmarks/README.md``), at bf16's 3 significant digits.
     :param label_margin: label smoothing: targets become ``onehot * (1 - 2m) + m``
     :param teacher: a teacher object; overrides the ``teacher_*`` arguments
     :param device: torch device; CPU unless asked ("auto" picks CUDA when available)
@@ -108,6 +111,7 @@ class RewardModel:
         n_layers: int = 3,
         train_batch_size: int = 128,
         label_margin: float = 0.0,
+        train_dtype: str = "float32",
         teacher: Optional[BaseTeacher] = None,
         device: Union[str, th.device] = "cpu",
         seed: Optional[int] = None,
@@ -130,6 +134,8 @@ class RewardModel:
             raise ValueError(f"lr must be positive, got {lr!r}")
         if not 0.0 <= label_margin < 0.5:
             raise ValueError(f"label_margin must be in [0, 0.5), got {label_margin!r}")
+        if train_dtype not in ("float32", "bfloat16"):
+            raise ValueError(f"train_dtype must be 'float32' or 'bfloat16', got {train_dtype!r}")
         self.encoder = FeatureEncoder(obs_dim, act_dim)
         self.size_segment = int(size_segment)
         self.activation = activation
@@ -141,6 +147,7 @@ class RewardModel:
         self.n_layers = int(n_layers)
         self.train_batch_size = int(train_batch_size)
         self.label_margin = float(label_margin)
+        self.train_dtype = train_dtype
         self.seed = seed
         self.device = th.device("cuda" if th.cuda.is_available() else "cpu") if device == "auto" else th.device(device)
         if teacher is None:
@@ -229,7 +236,10 @@ class RewardModel:
         """Bradley-Terry cross-entropy of ``(E, B, H, D)`` pairs against soft labels ``(E, B)``."""
         n_members, batch = labels.shape
         both = th.cat([seg_0, seg_1], dim=1).reshape(n_members, -1, self.input_dim)
-        returns = self.ensemble(both).reshape(n_members, 2, batch, -1).sum(-1)  # (E, 2, B)
+        with th.autocast(self.device.type, dtype=th.bfloat16, enabled=self.train_dtype == "bfloat16"):
+            step_rewards = self.ensemble(both)
+        # Returns and the loss in float32 whatever the forward pass used: a bf16 sum over H steps loses digits.
+        returns = step_rewards.float().reshape(n_members, 2, batch, -1).sum(-1)  # (E, 2, B)
         logits = returns.permute(0, 2, 1)  # (E, B, 2)
         target_1 = labels * (1 - 2 * self.label_margin) + self.label_margin
         targets = th.stack([1 - target_1, target_1], dim=-1)
@@ -338,6 +348,7 @@ class RewardModel:
             "n_layers": self.n_layers,
             "train_batch_size": self.train_batch_size,
             "label_margin": self.label_margin,
+            "train_dtype": self.train_dtype,
         }
 
     @classmethod

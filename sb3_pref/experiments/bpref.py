@@ -145,6 +145,7 @@ def make_prefppo(
         teacher_eps_skip=args.teacher_eps_skip,
         teacher_eps_equal=args.teacher_eps_equal,
         large_batch=args.re_large_batch,
+        train_dtype=args.re_train_dtype,
     )
     return PPO_REWARD(
         reward_model,

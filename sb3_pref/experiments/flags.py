@@ -138,6 +138,12 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
         help="query selection: " + ", ".join(f"{i}={name}" for i, name in enumerate(QUERY_METHODS)),
     )
     reward.add_argument("--re-large-batch", type=positive_int, default=10, help="candidate pairs drawn per kept query")
+    reward.add_argument(
+        "--re-train-dtype",
+        choices=["float32", "bfloat16"],
+        default="float32",
+        help="precision of reward-model training passes (not in B-Pref; bfloat16 is ~2.8x faster with AMX)",
+    )
 
     teacher = parser.add_argument_group("scripted teacher (default: oracle)")
     teacher.add_argument(
