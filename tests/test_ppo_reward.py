@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch as th
 from gymnasium import spaces
-from stable_baselines3 import PPO
+from stable_baselines3 import A2C, PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.utils import obs_as_tensor
@@ -13,6 +13,7 @@ from stable_baselines3.ppo import MlpPolicy
 from sb3_pref import PPO_REWARD, PrefPPO, RewardModel
 from sb3_pref.common.learner import PreferenceLearner
 from sb3_pref.common.rollout import PHASE_PREFERENCE, PHASE_PRETRAIN
+from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 
 SMALL_NET = {"net_arch": [32, 32]}
 
@@ -110,6 +111,32 @@ def test_buffer_rewards_are_predictions_with_the_bootstrap_applied_once():
     assert probe.truncations >= 6
     assert probe.max_reward_error < 1e-4
     assert probe.max_advantage_error < 1e-3
+
+
+class A2C_REWARD(PreferenceRewardMixin, A2C):
+    """The preference mixin on another on-policy algorithm, with no code of its own."""
+
+
+def test_the_mixin_serves_a2c_unchanged(tmp_path):
+    env = pendulum(n_envs=2)
+    reward_model = reward_model_for(env, mb_size=10)
+    # A2C's rollouts of 2 x 250 steps cross Pendulum's time limit, so the bootstrap check bites here too.
+    model = A2C_REWARD(
+        "MlpPolicy", env, reward_model=reward_model, teacher="oracle", n_steps=250, num_interaction=500,
+        unsuper_step=500, max_feed=30, re_update=5, policy_kwargs=SMALL_NET, seed=0,
+    )  # fmt: skip
+    log, probe = QueryLog(), RolloutProbe()
+    model.learn(500 * 5, callback=[log, probe])
+    assert probe.phases == [PHASE_PRETRAIN] + [PHASE_PREFERENCE] * 4
+    # The uniform round as pretraining ends, a round after each 500 steps, then the budget is spent.
+    assert [total for _, total in log.feed_by_rollout] == [0, 20, 30, 30, 30]
+    assert probe.checked_rollouts == 4 and probe.truncations >= 8
+    assert probe.max_reward_error < 1e-4 and probe.max_advantage_error < 1e-3
+    model.save(tmp_path / "a2c")
+    loaded = A2C_REWARD.load(tmp_path / "a2c", env=env)
+    assert loaded.pref_learner.total_feed == 30 == len(loaded.pref_learner.dataset)
+    features = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    np.testing.assert_array_equal(loaded.reward_model.predict(features)[0], model.reward_model.predict(features)[0])
 
 
 class QueryLog(BaseCallback):

@@ -46,7 +46,7 @@ class PreferenceRewardMixin:
     :param metaworld_flag: accepted for B-Pref compatibility; success is logged whenever the env reports it
     :param max_feed: total feedback budget
     :param unsuper_step: env steps of state-entropy pretraining (summed over envs)
-    :param unsuper_n_epochs: PPO epochs per update during pretraining
+    :param unsuper_n_epochs: PPO epochs per update during pretraining (ignored by algorithms without epochs, e.g. A2C)
     :param size_segment: segment length; overrides ``reward_model.size_segment`` when given
     :param max_ep_len: episode length for the teacher's thresholds; None uses the observed mean
     :param unsuper_flag: default of ``learn(unsuper_flag=...)``: 1 pretraining then preferences, 2
@@ -300,7 +300,8 @@ class PreferenceRewardMixin:
             self.logger.record(f"reward/{key}", value)
 
     def train(self) -> None:
-        if self._rollout_phase != PHASE_PRETRAIN:
+        # Algorithms without epochs (A2C: one gradient step per rollout) pretrain with their usual update.
+        if self._rollout_phase != PHASE_PRETRAIN or not hasattr(self, "n_epochs"):
             return super().train()
         # B-Pref trains the policy harder on the intrinsic reward.
         n_epochs, self.n_epochs = self.n_epochs, self.unsuper_n_epochs
