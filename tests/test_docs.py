@@ -22,10 +22,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(REPO, "docs")
 SKIP_MARKER = re.compile(r"^<!--\s*docs-test:\s*skip\s*\((?P<reason>[^)]*)\)\s*-->\s*$")
 FENCE = re.compile(r"^```(?P<lang>[\w-]*)")
-# Pages owned elsewhere whose samples cannot run in a test. Each needs a reason.
-NOT_RUN_PAGES = {
-    "human_feedback.md": "its sample trains until a person answers on the labelling page (tested by tests/test_human_*.py)",
-}
 PUBLIC_PACKAGES = ("sb3_pref", "sb3_pref.envs", "sb3_pref.human", "sb3_pref.experiments", "sb3_pref.rl2")
 
 
@@ -71,14 +67,15 @@ def test_block_extraction_and_skip_marker(tmp_path):
 
 @pytest.mark.parametrize("page", [p for p in doc_pages() if python_blocks(os.path.join(DOCS, p))])
 def test_docs_code_samples_run(page, tmp_path, monkeypatch):
-    if page in NOT_RUN_PAGES:
-        pytest.skip(f"not run: {NOT_RUN_PAGES[page]}")
+    blocks = python_blocks(os.path.join(DOCS, page))
+    if all(skip_reason for _, _, skip_reason in blocks):
+        pytest.skip("not run: " + "; ".join(sorted({reason for _, _, reason in blocks})))
     import matplotlib
 
     matplotlib.use("Agg")
     monkeypatch.chdir(tmp_path)
     namespace = {"__name__": f"docs_{page[:-3]}"}
-    for line, code, skip_reason in python_blocks(os.path.join(DOCS, page)):
+    for line, code, skip_reason in blocks:
         if skip_reason:
             continue
         try:
