@@ -130,6 +130,8 @@ def test_committed_grids_load():
     assert {run.budget.label for run in prefppo} == {"500x50"} and len({run.teacher for run in prefppo}) == 4
     assert len({run.seed for run in small}) == 3
     assert len(load_config(os.path.join(benchmarks, "grid_smoke.yaml")).runs()) == 12
+    rl2 = load_config(os.path.join(benchmarks, "rl2_small.yaml")).runs()
+    assert [(run.algo, run.task, run.total_timesteps) for run in rl2] == [("rl2", "bandit", 500_000)] * 3
 
 
 def test_cli_dry_run_lists_runs_without_writing(tmp_path, capsys):
