@@ -204,6 +204,18 @@ def test_grid_skips_finished_runs_and_resumes_a_killed_one(tmp_path):
         assert (os.path.getmtime(os.path.join(d, "model.zip")), open(os.path.join(d, "run.json")).read()) == (mtime, text)
 
 
+def test_progress_lines_count_the_run_that_took_a_freed_slot(tmp_path):
+    import io
+
+    stream = io.StringIO()
+    grid = tiny_grid(tmp_path / "grid", algorithms=["ppo"], seeds=[0, 1], hyperparameters=dict(TINY, total_timesteps=500))
+    assert run_grid(load_config(grid), workers=1, stream=stream).ok
+    lines = stream.getvalue().splitlines()
+    first = lines.index(next(line for line in lines if line.startswith("finished ppo/walker_walk/seed0")))
+    assert lines[first + 1].startswith("runs: 1/2 done, 1 running, 0 failed, 0 to go"), lines
+    assert lines[-2].startswith("runs: 2/2 done, 0 running, 0 failed, 0 to go") and lines[-1] == "grid done", lines
+
+
 def test_a_run_held_by_another_process_is_left_alone(tmp_path):
     config = load_config(tiny_grid(tmp_path / "grid"))
     run_dir = os.path.join(config.output_dir, "ppo/walker_walk/seed0")

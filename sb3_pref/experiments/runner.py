@@ -173,10 +173,12 @@ class ProgressDisplay:
         else:
             self.failed += 1
             self._failed_dirs.add(run_dir)
-        self.event(f"{'finished' if ok else 'FAILED'} {run_id} after {_duration(took)}" + (f": {message}" if message else ""))
+        # The status line follows once the freed slot is refilled (the scheduler forces it), so it counts the new run.
+        outcome = f"{'finished' if ok else 'FAILED'} {run_id} after {_duration(took)}" + (f": {message}" if message else "")
+        self._write(outcome + "\n")
 
     def event(self, text: str, final: bool = False) -> None:
-        if final and self.tty:
+        if final:
             self._write(self.line() + "\n")
         self._write(f"{text}\n")
         if not final:
@@ -277,7 +279,7 @@ def _report_plan(stream: Optional[TextIO], result: GridResult, display: Optional
 def _schedule(backend: Backend, todo: list[PlannedRun], display: ProgressDisplay, result: GridResult) -> None:
     queue = list(todo)
     ids = {run.run_dir: run.spec.run_id for run in todo}
-    in_flight = 0
+    in_flight, ended = 0, False
     try:
         while queue or in_flight:
             while queue and in_flight < backend.capacity:
@@ -285,7 +287,11 @@ def _schedule(backend: Backend, todo: list[PlannedRun], display: ProgressDisplay
                 backend.start(run.run_dir)
                 display.started_run(run.run_dir)
                 in_flight += 1
+            if ended:
+                display.refresh(force=True)
+            ended = False
             for run_dir, ok, message in backend.poll(timeout=1.0):
+                ended = True
                 in_flight -= 1
                 if not ok:
                     _close_dead_run(run_dir, message)
