@@ -93,7 +93,7 @@ def plot_learning_curves(runs: list[RunResult], out_dir: str, metaworld_metric: 
                 _band(axes, steps, matrix, name, seed)
         axes.set_xlabel("env steps")
         axes.set_ylabel(_LABELS[key])
-        axes.set_title(f"{task}" + (f", budget {budget}" if budget else "") + ": mean and 95% bootstrap CI over seeds")
+        axes.set_title(f"{task}" + (f", budget {budget}" if budget else "") + "\nmean and 95% bootstrap CI over seeds")
         _legend(axes, fontsize="small")
         name = f"curves_{_slug(task)}" + (f"_{_slug(budget)}" if budget else "") + ".png"
         figure.tight_layout()
@@ -138,7 +138,7 @@ def plot_adaptation(curves: dict[str, dict[str, tuple[np.ndarray, np.ndarray, np
         axes.set_xlabel("episode in a held-out trial")
         axes.set_ylabel("return")
         axes.set_xticks(np.arange(max(len(m) for m, _, _ in agents.values())))
-        axes.set_title(f"RL2 on {task}: mean and 95% bootstrap CI over seeds")
+        axes.set_title(f"RL2 on {task}\nmean and 95% bootstrap CI over seeds")
         _legend(axes)
         name = f"adaptation_{_slug(task)}.png"
         figure.tight_layout()
