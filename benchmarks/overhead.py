@@ -117,7 +117,8 @@ def record_round_stats(query_round: Callable[..., dict[str, float]]) -> Callable
     @functools.wraps(query_round)
     def recorded(learner: PreferenceLearner, *args: Any, **kwargs: Any) -> dict[str, float]:
         stats = query_round(learner, *args, **kwargs)
-        ROUND_STATS.append({**stats, "labels": float(len(learner.dataset))})
+        if stats:  # past the budget a round asks nothing and returns {}: not a round worth a table row
+            ROUND_STATS.append({**stats, "labels": float(len(learner.dataset))})
         return stats
 
     return recorded
