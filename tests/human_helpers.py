@@ -10,7 +10,9 @@ from typing import Any, Callable, Optional
 
 import gymnasium as gym
 import numpy as np
+from stable_baselines3.common.env_util import make_vec_env
 
+from sb3_pref import PPO_REWARD, RewardModel
 from sb3_pref.common.segments import SegmentBatch
 from sb3_pref.human import RenderStateWrapper
 
@@ -112,3 +114,29 @@ def wait_for(condition: Callable[[], Any], timeout: float = 20.0, interval: floa
 def pair_rows(features_0: np.ndarray, features_1: np.ndarray) -> list[bytes]:
     """One hashable key per pair, to compare dataset contents with stored queries regardless of order."""
     return [np.concatenate([a.ravel(), b.ravel()]).astype(np.float32).tobytes() for a, b in zip(features_0, features_1)]
+
+
+def small_pendulum_model(
+    teacher: Any, n_envs: int = 1, size_segment: int = 8, mb_size: int = 3, num_interaction: int = 64, max_feed: int = 30,
+    re_update: int = 2,
+) -> PPO_REWARD:  # fmt: skip
+    """A seconds-fast ``PPO_REWARD`` on Pendulum with render states recorded, asking ``teacher`` from the first rollout."""
+    env = make_vec_env("Pendulum-v1", n_envs=n_envs, seed=0, wrapper_class=RenderStateWrapper)
+    reward_model = RewardModel(
+        env.observation_space, env.action_space, size_segment=size_segment, mb_size=mb_size, hidden_dim=16, seed=0
+    )
+    return PPO_REWARD(
+        "MlpPolicy",
+        env,
+        reward_model=reward_model,
+        teacher=teacher,
+        n_steps=64,
+        batch_size=64,
+        n_epochs=1,
+        num_interaction=num_interaction,
+        max_feed=max_feed,
+        unsuper_flag=0,
+        re_update=re_update,
+        policy_kwargs={"net_arch": [16]},
+        seed=0,
+    )

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from human_helpers import pair_rows, pendulum_segments, request, server_base, wait_for
+from human_helpers import pair_rows, pendulum_segments, request, server_base, small_pendulum_model, wait_for
 from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_pref import PPO_REWARD, PreferenceDataset, RewardModel
@@ -142,23 +142,7 @@ time.sleep(600)                                   # more answers arrive, then ki
 
 
 def make_model(teacher) -> PPO_REWARD:
-    env = make_vec_env("Pendulum-v1", n_envs=1, seed=0, wrapper_class=RenderStateWrapper)
-    reward_model = RewardModel(env.observation_space, env.action_space, size_segment=8, mb_size=3, hidden_dim=16, seed=0)
-    return PPO_REWARD(
-        "MlpPolicy",
-        env,
-        reward_model=reward_model,
-        teacher=teacher,
-        n_steps=64,
-        batch_size=64,
-        n_epochs=1,
-        num_interaction=64,
-        max_feed=30,
-        unsuper_flag=0,
-        re_update=2,
-        policy_kwargs={"net_arch": [16]},
-        seed=0,
-    )
+    return small_pendulum_model(teacher)
 
 
 def wait_for_queries(teacher: HumanTeacher, n: int) -> None:

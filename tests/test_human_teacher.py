@@ -6,12 +6,11 @@ from typing import Optional
 
 import numpy as np
 import pytest
-from human_helpers import pair_rows, pendulum_segments, request, server_base, wait_for
-from stable_baselines3.common.env_util import make_vec_env
+from human_helpers import pair_rows, pendulum_segments, request, server_base, small_pendulum_model, wait_for
 
-from sb3_pref import PPO_REWARD, RewardModel, ScriptedTeacher
+from sb3_pref import RewardModel, ScriptedTeacher
 from sb3_pref.common.learner import PreferenceLearner
-from sb3_pref.human import HumanFeedbackCallback, HumanTeacher, MixedTeacher, RenderStateWrapper
+from sb3_pref.human import HumanFeedbackCallback, HumanTeacher, MixedTeacher
 
 
 class Person(threading.Thread):
@@ -213,24 +212,8 @@ def test_learner_stores_late_labels_and_refits_after_the_budget_is_spent():
 
 
 def test_ppo_reward_learns_from_answers_given_over_http(teacher_factory):
-    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0, wrapper_class=RenderStateWrapper)
     teacher = teacher_factory(mode="blocking", timeout=60, video_format="mp4")
-    reward_model = RewardModel(env.observation_space, env.action_space, size_segment=10, mb_size=4, hidden_dim=16, seed=0)
-    model = PPO_REWARD(
-        "MlpPolicy",
-        env,
-        reward_model=reward_model,
-        teacher=teacher,
-        n_steps=64,
-        batch_size=64,
-        n_epochs=1,
-        num_interaction=128,
-        max_feed=8,
-        unsuper_flag=0,
-        re_update=3,
-        policy_kwargs={"net_arch": [16]},
-        seed=0,
-    )
+    model = small_pendulum_model(teacher, n_envs=2, size_segment=10, mb_size=4, num_interaction=128, max_feed=8, re_update=3)
     person = Person(teacher, by_true_return, garbage=True)
     person.start()
     model.learn(384, callback=HumanFeedbackCallback(teacher))
