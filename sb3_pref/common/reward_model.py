@@ -82,10 +82,10 @@ class RewardModel:
     :param hidden_dim: width of the hidden layers
     :param n_layers: number of hidden layers
     :param train_batch_size: minibatch size (in pairs) of reward training
+    :param label_margin: label smoothing: targets become ``onehot * (1 - 2m) + m``
     :param train_dtype: ``"float32"`` (default, as B-Pref) or ``"bfloat16"``: mixed precision for the
         forward passes of training only (weights, optimizer and predictions stay float32). About
         2.8x faster per epoch on CPUs with AMX (``benchmarks/README.md``), at bf16's 3 significant digits.
-    :param label_margin: label smoothing: targets become ``onehot * (1 - 2m) + m``
     :param teacher: a teacher object; overrides the ``teacher_*`` arguments
     :param device: torch device; CPU unless asked ("auto" picks CUDA when available)
     :param seed: seed of the parameter initialisation (and of the teacher built from ``teacher_*``);
