@@ -57,3 +57,26 @@ prefppo_grid() {
         done
     done
 }
+
+# dmc_grid PPO_FLAGS... -- PRETRAIN_FLAGS...: B-Pref's dm_control grid for every seed: PrefPPO (segments
+# of 50, every budget and teacher), PPO, and PPO with unsupervised pretraining, as ALGOS asks.
+dmc_grid() {
+    local ppo_flags=() pretrain_flags=() seed
+    while [[ $# -gt 0 && "$1" != "--" ]]; do
+        ppo_flags+=("$1")
+        shift
+    done
+    [[ $# -gt 0 ]] && shift
+    pretrain_flags=("$@")
+    for seed in $SEEDS; do
+        if wants PrefPPO; then
+            prefppo_grid "$seed" "${ppo_flags[@]}" "${pretrain_flags[@]}" --re-segment 50
+        fi
+        if wants PPO; then
+            run train_PPO.py "${ppo_flags[@]}" --seed "$seed"
+        fi
+        if wants PPO_unsuper; then
+            run train_PPO.py "${ppo_flags[@]}" "${pretrain_flags[@]}" --seed "$seed" --pretrain 1
+        fi
+    done
+}

@@ -11,14 +11,4 @@ PPO_FLAGS=(--env walker_walk --lr 0.00005 --batch-size 64 --n-envs 32 --ent-coef
     --total-timesteps 4000000 --num-layer 3 --hidden-dim 256 --clip-init 0.4 --gae-lambda 0.92)
 PRETRAIN_FLAGS=(--unsuper-step 32000 --unsuper-n-epochs 50)
 
-for seed in $SEEDS; do
-    if wants PrefPPO; then
-        prefppo_grid "$seed" "${PPO_FLAGS[@]}" "${PRETRAIN_FLAGS[@]}" --re-segment 50
-    fi
-    if wants PPO; then
-        run train_PPO.py "${PPO_FLAGS[@]}" --seed "$seed"
-    fi
-    if wants PPO_unsuper; then
-        run train_PPO.py "${PPO_FLAGS[@]}" "${PRETRAIN_FLAGS[@]}" --seed "$seed" --pretrain 1
-    fi
-done
+dmc_grid "${PPO_FLAGS[@]}" -- "${PRETRAIN_FLAGS[@]}"
