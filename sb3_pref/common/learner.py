@@ -4,6 +4,7 @@ round picks pairs of segments, asks the teacher, stores the labels and refits th
 the model then relabels whole rollouts in one batched pass.
 """
 
+import warnings
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -14,6 +15,9 @@ from sb3_pref.common.query import QUERY_METHODS, candidate_count, resolve_query_
 from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.segments import SegmentBatch, SegmentStore
 from sb3_pref.common.teachers import LEARNER_STREAM, BaseTeacher, ScriptedTeacher, stream_generator
+
+# Due rounds that found no segment-long episode piece before a warning says why nothing is asked.
+_WARN_AFTER_WAITS = 10
 
 
 def to_torch_state(value: Any) -> Any:
@@ -100,6 +104,7 @@ class PreferenceLearner:
         self.anneal_lr = anneal_lr
         self.n_eval_pairs = int(n_eval_pairs)
         self.rng = stream_generator(seed, LEARNER_STREAM)
+        self._rounds_waited = 0
         #: what :meth:`load_state_dict` restores of the saved teacher: ``"all"`` (settings, counters,
         #: generator), ``"progress"`` (counters, thresholds and generator, keeping this teacher's settings:
         #: a teacher chosen by preset name at load) or ``"none"`` (a teacher object given at load is used untouched)
@@ -176,6 +181,14 @@ class PreferenceLearner:
         if n_queries > 0 and not self.ready:
             # Not one segment fits yet: ask later rather than fail (B-Pref waits for enough data too).
             n_queries = 0
+            self._rounds_waited += 1
+            if self._rounds_waited == _WARN_AFTER_WAITS:
+                warnings.warn(
+                    f"{self._rounds_waited} query rounds waited for an episode piece of size_segment="
+                    f"{self.size_segment} steps, but the longest stored piece has {self.store.max_piece_length}: "
+                    "episodes end sooner than a segment lasts; lower size_segment",
+                    stacklevel=2,
+                )
         if n_queries <= 0 and n_late == 0:
             return {}
         stats: dict[str, float] = {"late_labels": float(n_late)} if n_late else {}
