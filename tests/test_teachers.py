@@ -66,11 +66,17 @@ def test_skip_threshold_after_update_margin():
     assert teacher.counters == {"asked": 5, "labelled": 2, "skipped": 3, "equal": 0, "flipped": 0}
 
 
-def test_skip_before_any_margin_drops_pairs_without_positive_return():
+def test_skip_follows_the_threshold_not_eps_skip():
+    # B-Pref tests thres_skip > 0: before any margin, and with a margin <= 0 (negative rewards, a sparse
+    # task before its first success), the skip teacher labels every pair like an oracle.
+    returns_0, returns_1 = [-1.0, 0.0, 0.0, -3.0], [0.0, 0.25, -2.0, -5.0]
     teacher = ScriptedTeacher.preset("skip")
-    labels = teacher.label(*pairs_from_returns([-1.0, 0.0, 0.0], [0.0, 0.25, -2.0]))
-    np.testing.assert_array_equal(np.isnan(labels), [True, False, True])
-    assert labels[1] == 1.0
+    for margin in (None, -20.0, 0.0):
+        if margin is not None:
+            teacher.update_margin(margin)
+        labels = teacher.label(*pairs_from_returns(returns_0, returns_1))
+        np.testing.assert_array_equal(labels, [1.0, 1.0, 0.0, 0.0])
+    assert teacher.counters["skipped"] == 0 and teacher.counters["labelled"] == 12
 
 
 def test_equal_threshold_after_update_margin():

@@ -4,6 +4,7 @@ round picks pairs of segments, asks the teacher, stores the labels and refits th
 the model then relabels whole rollouts in one batched pass.
 """
 
+import warnings
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -13,7 +14,10 @@ from sb3_pref.common.preferences import PreferenceDataset
 from sb3_pref.common.query import QUERY_METHODS, candidate_count, resolve_query_method, select_queries
 from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.segments import SegmentBatch, SegmentStore
-from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
+from sb3_pref.common.teachers import LEARNER_STREAM, BaseTeacher, ScriptedTeacher, stream_generator
+
+# Due rounds that found no segment-long episode piece before a warning says why nothing is asked.
+_WARN_AFTER_WAITS = 10
 
 
 def to_torch_state(value: Any) -> Any:
@@ -55,7 +59,13 @@ class PreferenceLearner:
     :param normalize_rewards: rescale predictions to mean 0 / std 1 on recent transitions after each refit
     :param anneal_lr: decay the reward model's learning rate to 0 within each round
     :param n_eval_pairs: fresh pairs used to measure agreement with an oracle after each round
-    :param seed: seed of the learner's generator (segment sampling, minibatch order)
+    :param seed: seed of the learner's generator (segment sampling, minibatch order): the learner stream
+        of ``seed`` (:func:`~sb3_pref.common.teachers.stream_generator`), independent of a teacher
+        seeded with the same number
+
+    A round that is due before any stored episode piece is ``size_segment`` steps long (rollouts
+    shorter than a segment) asks nothing and spends no budget: it waits for more data, as B-Pref
+    does (:attr:`ready` says whether a round can run).
     """
 
     def __init__(
@@ -93,7 +103,12 @@ class PreferenceLearner:
         self.normalize_rewards = normalize_rewards
         self.anneal_lr = anneal_lr
         self.n_eval_pairs = int(n_eval_pairs)
-        self.rng = np.random.default_rng(seed)
+        self.rng = stream_generator(seed, LEARNER_STREAM)
+        self._rounds_waited = 0
+        #: what :meth:`load_state_dict` restores of the saved teacher: ``"all"`` (settings, counters,
+        #: generator), ``"progress"`` (counters, thresholds and generator, keeping this teacher's settings:
+        #: a teacher chosen by preset name at load) or ``"none"`` (a teacher object given at load is used untouched)
+        self.restore_teacher = "all"
         self.store = SegmentStore(n_envs, reward_model.obs_dim, reward_model.act_dim, capacity=segment_capacity)
         # Room beyond the budget: a resumed run re-asks the queries of its last unsaved round while a
         # person's answers to them may still arrive, and no answer should push out an older one.
@@ -112,6 +127,11 @@ class PreferenceLearner:
     @property
     def budget_left(self) -> int:
         return self.max_feed - self.total_feed
+
+    @property
+    def ready(self) -> bool:
+        """True when the store holds at least one episode piece ``size_segment`` steps long to draw queries from."""
+        return self.store.max_piece_length >= self.size_segment
 
     # ------------------------------------------------------------------ data in
     def add_transitions(
@@ -158,6 +178,17 @@ class PreferenceLearner:
         """
         n_late = self._add_late_labels()
         n_queries = min(self.reward_model.mb_size, self.budget_left)
+        if n_queries > 0 and not self.ready:
+            # Not one segment fits yet: ask later rather than fail (B-Pref waits for enough data too).
+            n_queries = 0
+            self._rounds_waited += 1
+            if self._rounds_waited == _WARN_AFTER_WAITS:
+                warnings.warn(
+                    f"{self._rounds_waited} query rounds waited for an episode piece of size_segment="
+                    f"{self.size_segment} steps, but the longest stored piece has {self.store.max_piece_length}: "
+                    "episodes end sooner than a segment lasts; lower size_segment",
+                    stacklevel=2,
+                )
         if n_queries <= 0 and n_late == 0:
             return {}
         stats: dict[str, float] = {"late_labels": float(n_late)} if n_late else {}
@@ -280,12 +311,24 @@ class PreferenceLearner:
         self.reward_shift = float(scalars["reward_shift"])
         self.reward_scale = float(scalars["reward_scale"])
         self.rng.bit_generator.state = state["rng"]
-        self.teacher.load_state_dict(state["teacher"])
+        self._restore_teacher(state["teacher"])
         self.dataset.load_state_dict(state["dataset"])
         # Stored segments are laid out per env: a different number of envs starts a fresh store.
         if int(scalars["n_envs"]) == self.store.n_envs:
             self.store.load_state_dict(state["store"])
         self.reward_model.n_updates = int(state["reward_model_n_updates"])
+
+    def _restore_teacher(self, saved: dict[str, Any]) -> None:
+        if self.restore_teacher not in ("all", "progress", "none"):
+            raise ValueError(f"restore_teacher must be 'all', 'progress' or 'none', got {self.restore_teacher!r}")
+        if self.restore_teacher == "none":
+            return
+        if self.restore_teacher == "progress":
+            current = self.teacher.state_dict()
+            if "config" not in current or "config" not in saved:
+                return  # not the same kind of teacher: nothing of the saved progress applies
+            saved = {**saved, "config": current["config"]}
+        self.teacher.load_state_dict(saved)
 
 
 def make_teacher(teacher: Union[BaseTeacher, str, None], seed: Optional[int] = None) -> Optional[BaseTeacher]:

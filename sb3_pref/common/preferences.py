@@ -2,6 +2,7 @@
 
 import os
 import tempfile
+import zipfile
 from typing import Optional, Union
 
 import numpy as np
@@ -11,6 +12,41 @@ from sb3_pref.common.segments import SegmentBatch
 # First allocation in pairs; storage then doubles up to ``capacity`` so a large capacity costs nothing up front.
 _INITIAL_ALLOCATION = 64
 _ARRAY_NAMES = ("features_0", "features_1", "rewards_0", "rewards_1", "labels")
+
+_SCALAR_NAMES = ("capacity", "segment_length", "feature_dim")
+
+
+def _check_state(state: dict[str, np.ndarray]) -> None:
+    """Refuse, with the reason, a state that :meth:`PreferenceDataset.state_dict` cannot have written."""
+    missing = [name for name in (*_ARRAY_NAMES, *_SCALAR_NAMES) if name not in state]
+    if missing:
+        raise ValueError(
+            f"not a PreferenceDataset state: it lacks {missing} (it holds {sorted(state)}); "
+            "load files written by PreferenceDataset.save"
+        )
+    labels = np.asarray(state["labels"])
+    n_pairs = labels.shape[0] if labels.ndim == 1 else -1
+    if n_pairs < 0:
+        raise ValueError(f"labels has shape {labels.shape}, expected (N,)")
+    features_0, features_1 = np.asarray(state["features_0"]), np.asarray(state["features_1"])
+    if features_0.ndim != 3 or features_0.shape != features_1.shape or len(features_0) != n_pairs:
+        raise ValueError(
+            f"inconsistent lengths: features_0 {features_0.shape}, features_1 {features_1.shape}, labels {labels.shape}; "
+            "expected (N, H, D), (N, H, D), (N,)"
+        )
+    for name in ("rewards_0", "rewards_1"):
+        if np.shape(state[name]) != features_0.shape[:2]:
+            raise ValueError(f"inconsistent lengths: {name} has shape {np.shape(state[name])}, not {features_0.shape[:2]}")
+    if n_pairs > 0:
+        stated = (int(state["segment_length"]), int(state["feature_dim"]))
+        if stated != features_0.shape[1:]:
+            raise ValueError(f"segment_length, feature_dim = {stated} do not match the features' {features_0.shape[1:]}")
+        if not (np.isfinite(labels).all() and ((labels >= 0) & (labels <= 1)).all()):
+            bad = labels[~(np.isfinite(labels) & (labels >= 0) & (labels <= 1))]
+            raise ValueError(f"labels must lie in [0, 1] (1 second preferred, 0 first, 0.5 equal), found {bad[:5].tolist()}")
+        for name in _ARRAY_NAMES[:4]:
+            if not np.isfinite(np.asarray(state[name], dtype=np.float64)).all():
+                raise ValueError(f"{name} contains NaN or inf values")
 
 
 class PreferenceDataset:
@@ -172,6 +208,7 @@ class PreferenceDataset:
 
         :param state: a state from :meth:`state_dict`
         """
+        _check_state(state)
         segment_length, feature_dim = int(state["segment_length"]), int(state["feature_dim"])
         self.segment_length = None if segment_length < 0 else segment_length
         self.feature_dim = None if feature_dim < 0 else feature_dim
@@ -208,8 +245,20 @@ class PreferenceDataset:
         :param capacity: capacity of the loaded dataset; by default the saved one
         :return: the dataset
         """
-        with np.load(path, allow_pickle=False) as archive:
-            state = {name: archive[name] for name in archive.files}
+        try:
+            with np.load(path, allow_pickle=False) as archive:
+                state = {name: archive[name] for name in archive.files}
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as error:
+            if isinstance(error, FileNotFoundError):
+                raise
+            raise ValueError(
+                f"path={os.fspath(path)!r} is not a readable .npz file ({error}): it is truncated or corrupted, "
+                "or not written by PreferenceDataset.save"
+            ) from error
+        try:
+            _check_state(state)
+        except ValueError as error:
+            raise ValueError(f"path={os.fspath(path)!r}: {error}") from error
         dataset = cls(int(state["capacity"]) if capacity is None else capacity)
         dataset.load_state_dict(state)
         return dataset

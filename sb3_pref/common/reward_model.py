@@ -11,6 +11,7 @@ from torch.nn import functional as F
 
 from sb3_pref.common.preprocessing import FeatureEncoder, SpaceOrDim, describe_space, space_from_description
 from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
+from sb3_pref.common.validation import check_int, check_positive_float
 
 if TYPE_CHECKING:
     from sb3_pref.common.preferences import PreferenceDataset
@@ -118,24 +119,27 @@ class RewardModel:
     ) -> None:
         if activation not in OUTPUT_ACTIVATIONS:
             raise ValueError(f"activation={activation!r} is not one of {sorted(OUTPUT_ACTIVATIONS)}")
-        for name, value in [
-            ("size_segment", size_segment),
-            ("mb_size", mb_size),
-            ("large_batch", large_batch),
-            ("ensemble_size", ensemble_size),
-            ("hidden_dim", hidden_dim),
-            ("train_batch_size", train_batch_size),
-        ]:
-            if int(value) != value or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if int(n_layers) != n_layers or n_layers < 0:
-            raise ValueError(f"n_layers must be a non-negative integer, got {n_layers!r}")
-        if not lr > 0:
-            raise ValueError(f"lr must be positive, got {lr!r}")
+        size_segment = check_int("size_segment", size_segment, 1, 50)
+        mb_size = check_int("mb_size", mb_size, 1, 128)
+        large_batch = check_int("large_batch", large_batch, 1, 10)
+        ensemble_size = check_int("ensemble_size", ensemble_size, 1, 3)
+        hidden_dim = check_int("hidden_dim", hidden_dim, 1, 256)
+        train_batch_size = check_int("train_batch_size", train_batch_size, 1, 128)
+        n_layers = check_int("n_layers", n_layers, 0, 3)
+        lr = check_positive_float("lr", lr, 3e-4)
+        if isinstance(label_margin, bool) or not isinstance(label_margin, (int, float, np.integer, np.floating)):
+            raise TypeError(f"label_margin must be a number in [0, 0.5), got {label_margin!r}")
         if not 0.0 <= label_margin < 0.5:
             raise ValueError(f"label_margin must be in [0, 0.5), got {label_margin!r}")
         if train_dtype not in ("float32", "bfloat16"):
             raise ValueError(f"train_dtype must be 'float32' or 'bfloat16', got {train_dtype!r}")
+        if teacher is not None and not isinstance(teacher, BaseTeacher):
+            raise TypeError(
+                f"teacher must be a BaseTeacher or None, got a {type(teacher).__name__}: pass e.g. "
+                "teacher=ScriptedTeacher.preset('oracle'), or give the algorithm teacher='oracle'"
+            )
+        if seed is not None:
+            seed = check_int("seed", seed, 0, 0)
         self.encoder = FeatureEncoder(obs_dim, act_dim)
         self.size_segment = int(size_segment)
         self.activation = activation

@@ -30,6 +30,12 @@ from sb3_pref.common.rollout import (
     relabel_rollout,
 )
 from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
+from sb3_pref.common.validation import (
+    check_same_reward_model,
+    check_saved_model_file,
+    check_segment_fits,
+    validate_preference_args,
+)
 
 
 class PreferenceRewardMixin:
@@ -60,6 +66,9 @@ class PreferenceRewardMixin:
 
     #: pretraining default when a reward model is given (B-Pref's PrefPPO pretrains)
     default_unsuper_flag: int = 1
+    #: most observations the state-entropy buffer keeps (B-Pref keeps ``unsuper_step``, which is
+    #: unbounded); rows of ``obs_dim`` float32, so 100k rows of 24 floats take 9.6 MB
+    entropy_capacity: int = 100_000
 
     def __init__(
         self,
@@ -83,35 +92,31 @@ class PreferenceRewardMixin:
         entropy_k: int = 5,
         **kwargs: Any,
     ) -> None:
-        if reward_model is not None and not isinstance(reward_model, RewardModel):
-            raise ValueError(f"reward_model must be a sb3_pref.RewardModel or None, got {type(reward_model).__name__}")
+        # Everything is checked before anything is changed: a bad value never reaches the caller's reward model.
+        checked = validate_preference_args(
+            reward_model, teacher, num_interaction, feed_type, re_update, max_feed, unsuper_step, unsuper_n_epochs,
+            size_segment, max_ep_len, unsuper_flag, normalize_reward, anneal_reward_lr, segment_capacity, entropy_k,
+        )  # fmt: skip
         if unsuper_flag is None:
             unsuper_flag = self.default_unsuper_flag if reward_model is not None else 0
-        if unsuper_flag not in (0, 1, 2):
-            raise ValueError(f"unsuper_flag must be 0 (no pretraining), 1 or 2, got {unsuper_flag!r}")
-        for name, value in [("num_interaction", num_interaction), ("unsuper_step", unsuper_step + 1)]:
-            if value < 1:
-                raise ValueError(f"{name} must be positive, got {value}")
-        if size_segment is not None and reward_model is not None:
-            reward_model.size_segment = int(size_segment)
-        if size_segment is not None and max_ep_len is not None and size_segment > max_ep_len:
-            raise ValueError(f"size_segment={size_segment} is longer than max_ep_len={max_ep_len}: lower size_segment")
+        if checked["size_segment"] is not None and reward_model is not None:
+            reward_model.size_segment = checked["size_segment"]
         self.reward_model = reward_model
         self.teacher = teacher
-        self.num_interaction = int(num_interaction)
+        self.num_interaction = checked["num_interaction"]
         self.num_feed = num_feed
         self.feed_type = feed_type
-        self.re_update = int(re_update)
+        self.re_update = checked["re_update"]
         self.metaworld_flag = metaworld_flag
-        self.max_feed = int(max_feed)
-        self.unsuper_step = int(unsuper_step)
-        self.unsuper_n_epochs = int(unsuper_n_epochs)
+        self.max_feed = checked["max_feed"]
+        self.unsuper_step = checked["unsuper_step"]
+        self.unsuper_n_epochs = checked["unsuper_n_epochs"]
         self.max_ep_len = max_ep_len
         self.unsuper_flag = unsuper_flag
         self.normalize_reward = normalize_reward
         self.anneal_reward_lr = anneal_reward_lr
-        self.segment_capacity = int(segment_capacity)
-        self.entropy_k = int(entropy_k)
+        self.segment_capacity = checked["segment_capacity"]
+        self.entropy_k = checked["entropy_k"]
         # Progress that must survive save/load (plain values, stored in SB3's data file).
         self._num_interactions = 0
         self._unsuper_steps_done = 0
@@ -125,13 +130,24 @@ class PreferenceRewardMixin:
 
     # ------------------------------------------------------------------ set-up
     def _setup_model(self) -> None:
+        # load() sets attributes from its keyword arguments without calling __init__: check them again.
+        validate_preference_args(
+            self.reward_model, self.teacher, self.num_interaction, self.feed_type, self.re_update, self.max_feed,
+            self.unsuper_step, self.unsuper_n_epochs, None, self.max_ep_len, self.unsuper_flag, self.normalize_reward,
+            self.anneal_reward_lr, self.segment_capacity, self.entropy_k,
+        )  # fmt: skip
         super()._setup_model()
-        # Also on load, where teacher=... may be given to load() as a preset name.
+        # Also on load, where teacher=... may be given to load() as a preset name or an object.
+        given_at_load = getattr(self, "_teacher_given_at_load", False)
+        self._teacher_given_at_load = False
         self.teacher = make_teacher(self.teacher)
         self._pref_encoder: Optional[FeatureEncoder] = None
         if self.reward_model is None and self._reward_model_config is not None:
             # Loading: the weights arrive afterwards through set_parameters.
             self.reward_model = RewardModel.from_config(self._reward_model_config, teacher=self.teacher)
+        elif self.reward_model is not None and self._reward_model_config is not None:
+            # A reward model handed to load() must fit the saved weights and the saved segments.
+            check_same_reward_model(self._reward_model_config, self.reward_model.get_config())
         # After the reward model is rebuilt: a model saved with unsuper_flag=0 needs the encoder too.
         self._ensure_encoder()
         if self.reward_model is None:
@@ -139,19 +155,27 @@ class PreferenceRewardMixin:
         model = self.reward_model
         if (model.obs_dim, model.act_dim) != (self._pref_encoder.obs_dim, self._pref_encoder.act_dim):
             raise ValueError(
-                f"reward_model was built for obs_dim={model.obs_dim}, act_dim={model.act_dim}, but the env has "
+                f"reward_model was built for obs_dim={model.obs_dim}, act_dim={model.act_dim}, but it must see "
                 f"obs_dim={self._pref_encoder.obs_dim}, act_dim={self._pref_encoder.act_dim}: build it with "
-                "RewardModel(env.observation_space, env.action_space, ...)"
+                f"RewardModel({self._reward_space_hint()}, env.action_space, ...)"
             )
+        check_segment_fits(model.size_segment, self.env, self.segment_capacity)
         teacher = self.teacher if self.teacher is not None else model.teacher
-        if self._teacher_class not in (None, type(teacher).__name__):
-            raise ValueError(f"this model was trained with a {self._teacher_class}: pass teacher=... to load()")
+        if given_at_load:
+            # The caller's teacher is used as given: its settings win over the saved ones, and it is not
+            # overwritten with the saved state (which belongs to the teacher the model was trained with).
+            self._teacher_class = type(teacher).__name__
+        elif self._teacher_class not in (None, type(teacher).__name__):
+            raise ValueError(
+                f"this model was trained with a {self._teacher_class}, which is not saved with it: "
+                f"pass teacher=<a {self._teacher_class}> to load()"
+            )
         self._teacher_class = type(teacher).__name__
         if self.seed is not None and model.n_updates == 0 and model.seed is None:
             # An untrained model (or a fresh teacher) passed in without a seed follows the algorithm's
             # seed, so that the same seed gives the same run.
             model.reset_parameters(self.seed)
-        if self.seed is not None and isinstance(teacher, ScriptedTeacher) and teacher.seed is None:
+        if not given_at_load and self.seed is not None and isinstance(teacher, ScriptedTeacher) and teacher.seed is None:
             if teacher.counters["asked"] == 0:
                 teacher.reseed(self.seed)
         self.pref_learner = PreferenceLearner(
@@ -167,6 +191,14 @@ class PreferenceRewardMixin:
             anneal_lr=self.anneal_reward_lr,
             seed=self.seed,
         )
+        if given_at_load:
+            # By preset name: our own new object, which continues the saved counters and label stream
+            # under the settings asked for. An object: the caller's, used as it is.
+            self.pref_learner.restore_teacher = "progress" if given_at_load == "preset" else "none"
+
+    def _reward_space_hint(self) -> str:
+        """How the error for a reward model of the wrong size names the space it must be built for."""
+        return "env.observation_space"
 
     def _ensure_encoder(self) -> None:
         # Only runs that learn a reward or pretrain need flat features (image envs can still use the true reward).
@@ -273,10 +305,13 @@ class PreferenceRewardMixin:
         if self._rollout_phase == PHASE_PRETRAIN:
             self._unsuper_steps_done += n_transitions
             if self.entropy_reward is None:
-                self.entropy_reward = StateEntropyReward(
-                    obs.shape[-1], capacity=max(self.unsuper_step, n_transitions), k=self.entropy_k
-                )
-            intrinsic = self.entropy_reward.compute(next.reshape(n_transitions, -1)).reshape(true.shape)
+                # B-Pref keeps unsuper_step observations; bounded here so that a huge unsuper_step
+                # cannot allocate more than entropy_capacity rows (one rollout always fits).
+                capacity = max(min(self.unsuper_step, self.entropy_capacity), n_transitions)
+                self.entropy_reward = StateEntropyReward(obs.shape[-1], capacity=capacity, k=self.entropy_k)
+            # As B-Pref: each transition is scored by the observation its action was taken in (see
+            # docs/bpref-differences.md for the neighbours).
+            intrinsic = self.entropy_reward.compute(obs.reshape(n_transitions, -1)).reshape(true.shape)
             relabel_rollout(self.rollout_buffer, intrinsic, seen)
             self.logger.record("reward/entropy_reward_mean", float(intrinsic.mean()))
         elif self._rollout_phase == PHASE_PREFERENCE:
@@ -311,8 +346,27 @@ class PreferenceRewardMixin:
             self.n_epochs = n_epochs
 
     # ------------------------------------------------------------- persistence
+    @classmethod
+    def load(cls, path: Any, env: Any = None, device: Any = "auto", **kwargs: Any) -> Any:
+        """
+        SB3's ``load``, plus: a ``teacher=`` given here is used as given (its settings are not replaced
+        by the saved teacher's, and the object is not modified by loading), and a damaged file raises
+        one clear ``ValueError`` that names it.
+
+        :param path: the saved model (``.zip``), a path or an open file
+        :param env: the env to continue on (same spaces as at save time)
+        :param device: torch device
+        :param kwargs: attributes to set on the loaded model (``teacher``, ``reward_model``, ...) and
+            SB3's ``custom_objects``, ``print_system_info``, ``force_reset``
+        """
+        if kwargs.get("teacher") is not None:
+            kwargs["_teacher_given_at_load"] = "preset" if isinstance(kwargs["teacher"], str) else "object"
+        check_saved_model_file(path)
+        return super().load(path, env=env, device=device, **kwargs)
+
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "reward_model", "teacher", "pref_learner", "entropy_reward", "_pref_encoder"]
+        excluded = ["reward_model", "teacher", "pref_learner", "entropy_reward", "_pref_encoder", "_teacher_given_at_load"]
+        return [*super()._excluded_save_params(), *excluded]
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         state_dicts, variables = super()._get_torch_save_params()

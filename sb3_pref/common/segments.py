@@ -154,7 +154,11 @@ class SegmentStore:
             if array.shape != shape or n_steps < 1:
                 raise ValueError(f"{name} has shape {array.shape}, expected {shape} with T >= 1 (T taken from obs)")
         if not np.all(np.isfinite(rewards)):
-            raise ValueError("rewards contains NaN or inf values")
+            step, env = (int(i) for i in np.argwhere(~np.isfinite(rewards))[0])
+            raise ValueError(
+                f"rewards contains {rewards[step, env]} (true reward of env {env} at its step {self._n_steps + step}, "
+                f"step {step} of this batch): the env must return finite rewards; fix or wrap the env"
+            )
         extras = self._check_extras(extras or {}, n_steps)
 
         # Episode id of step t = the env's current id + dones strictly before t.

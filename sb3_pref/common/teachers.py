@@ -12,6 +12,21 @@ _BIT_GENERATORS = {
     cls.__name__: cls for cls in (np.random.PCG64, np.random.PCG64DXSM, np.random.Philox, np.random.SFC64, np.random.MT19937)
 }
 
+#: Index of each consumer's child in ``np.random.SeedSequence(seed).spawn(N_STREAMS)``: one seed gives
+#: the teacher (label noise) and the learner (segment sampling, minibatches) independent streams, so
+#: label noise does not depend on which segments were drawn.
+TEACHER_STREAM, LEARNER_STREAM = 0, 1
+N_STREAMS = 2
+
+
+def stream_generator(seed: Optional[int], stream: int) -> np.random.Generator:
+    """
+    :param seed: the run's seed (None: fresh OS entropy, not reproducible)
+    :param stream: ``TEACHER_STREAM`` or ``LEARNER_STREAM``
+    :return: a generator on that stream, independent of the other streams of the same seed
+    """
+    return np.random.default_rng(np.random.SeedSequence(seed).spawn(N_STREAMS)[stream])
+
 
 class RewardSegments(Protocol):
     """Anything shaped like ``SegmentBatch`` as far as a teacher cares: true per-step rewards ``(N, H)``."""
@@ -87,7 +102,8 @@ class ScriptedTeacher(BaseTeacher):
     """
     The B-Pref simulated teacher, judging pairs by their true rewards. Per call, in this order:
 
-    1. skip (only if ``eps_skip > 0``): pairs whose undiscounted returns both are ``<= thres_skip`` get ``NaN``;
+    1. skip (only if ``thres_skip > 0``, as B-Pref tests it: with a margin <= 0, e.g. negative rewards,
+       nothing is skipped): pairs whose undiscounted returns both are ``<= thres_skip`` get ``NaN``;
     2. equal mask: kept pairs with ``|R0 - R1| < thres_equal`` (undiscounted);
     3. myopic discount: step ``t`` of ``H`` weighs ``gamma ** (H - 1 - t)`` (the latest step weighs 1);
     4. ``beta > 0``: label 1 drawn with probability ``sigmoid(beta * (S1 - S0))`` (Boltzmann-rational);
@@ -99,8 +115,9 @@ class ScriptedTeacher(BaseTeacher):
     ``equal`` answers), ``equal`` the masked pairs, and ``flipped`` only the flips that survive step 6
     (a flip overridden by "equal" changed nothing the learner sees).
 
-    Randomness comes from the teacher's own ``np.random.default_rng(seed)``; :meth:`state_dict` stores its
-    state so that a restored teacher continues the exact same label stream.
+    Randomness comes from the teacher's own generator, the teacher stream of ``seed`` (see
+    :func:`stream_generator`: a learner given the same seed draws from another, independent stream);
+    :meth:`state_dict` stores its state so that a restored teacher continues the exact same label stream.
 
     :param beta: rationality; ``<= 0`` means perfectly rational, ``> 0`` Boltzmann-rational with that inverse temperature
     :param gamma: myopic discount in ``(0, 1]``; 1 = no discount
@@ -133,7 +150,7 @@ class ScriptedTeacher(BaseTeacher):
         self.seed = seed
         self.thres_skip = 0.0
         self.thres_equal = 0.0
-        self.rng = np.random.default_rng(seed)
+        self.rng = stream_generator(seed, TEACHER_STREAM)
 
     def _configure(self, beta: float, gamma: float, eps_mistake: float, eps_skip: float, eps_equal: float) -> None:
         if not math.isfinite(float(beta)):
@@ -161,7 +178,7 @@ class ScriptedTeacher(BaseTeacher):
     def reseed(self, seed: Optional[int]) -> None:
         """Restart the teacher's random stream from ``seed`` (used by algorithms to follow their own seed)."""
         self.seed = seed
-        self.rng = np.random.default_rng(seed)
+        self.rng = stream_generator(seed, TEACHER_STREAM)
 
     def update_margin(self, margin: float) -> None:
         """
@@ -202,7 +219,7 @@ class ScriptedTeacher(BaseTeacher):
         sum_0, sum_1 = rewards_0.sum(axis=1), rewards_1.sum(axis=1)
 
         kept = np.ones(n_pairs, dtype=bool)
-        if self.eps_skip > 0:
+        if self.thres_skip > 0:
             kept = np.maximum(sum_0, sum_1) > self.thres_skip
         equal = np.abs(sum_0[kept] - sum_1[kept]) < self.thres_equal
 

@@ -277,7 +277,29 @@ def _parse_teachers(value: Any) -> dict[str, dict[str, float]]:
     return teachers
 
 
+def _check_task_name(task: str) -> None:
+    """An unknown task is a config error now, not a failed run later (skipped when the suite is not installed)."""
+    from sb3_pref.experiments.defaults import task_family
+
+    family = task_family(task)
+    try:
+        if family == "dmc":
+            from sb3_pref.envs.dmc import parse_dmcontrol_name
+
+            parse_dmcontrol_name(task)
+        elif family == "metaworld":
+            from sb3_pref.envs.metaworld import resolve_metaworld_name
+
+            resolve_metaworld_name(task)
+    except ImportError:
+        return
+    except ValueError as error:
+        raise ConfigError(f"tasks.{task}: unknown task: {error}") from None
+
+
 def _parse_seeds(value: Any) -> list[int]:
+    if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+        raise ConfigError(f"seeds: {value!r} runs nothing; give a count >= 1 (seeds: 3) or a list of seeds (seeds: [0, 1])")
     seeds = list(range(value)) if isinstance(value, int) and not isinstance(value, bool) else value
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
         raise ConfigError(f"seeds: expected a count or a list of integers >= 0, got {value!r}")
@@ -327,8 +349,10 @@ def load_config(source: Union[str, os.PathLike, Mapping[str, Any]], output_dir: 
         key = sorted(unknown)[0]
         raise ConfigError(f"{key}: unknown config key{_suggest(key, TOP_LEVEL_KEYS)}")
     for required in ("algorithms", "tasks", "seeds"):
-        if not data.get(required):
+        if data.get(required) is None:
             raise ConfigError(f"{required}: required")
+        if required != "seeds" and not data[required]:
+            raise ConfigError(f"{required}: empty; list at least one")
     algorithms = _as_mapping(data["algorithms"], "algorithms")
     for algo, settings in algorithms.items():
         if algo not in ALGORITHMS:
@@ -341,6 +365,7 @@ def load_config(source: Union[str, os.PathLike, Mapping[str, Any]], output_dir: 
     _check_keys(hyperparameters, every_key, "hyperparameters")
     tasks = _as_mapping(data["tasks"], "tasks")
     for task, settings in tasks.items():
+        _check_task_name(task)
         takers = [algo for algo in algorithms if algorithm_runs_on(algo, task)]
         if not takers:
             raise ConfigError(f"tasks.{task}: none of the algorithms {list(algorithms)} runs on it")
@@ -379,13 +404,19 @@ def _read_file(path: str) -> dict[str, Any]:
     with open(path) as handle:
         text = handle.read()
     if path.endswith(".json"):
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"{path}: not valid JSON: {error}") from None
     else:
         try:
             import yaml
         except ImportError as error:
             raise ImportError("reading YAML configs needs PyYAML: pip install 'sb3_pref[experiments]'") from error
-        data = yaml.safe_load(text)
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise ConfigError(f"{path}: not valid YAML: {error}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return data

@@ -65,7 +65,8 @@ def _legend(axes: Any, **kwargs: Any) -> None:
 
 def _band(axes: Any, x: np.ndarray, matrix: np.ndarray, label: str, seed: int) -> None:
     mean, low, high = bootstrap_mean_curve(matrix, seed=seed)
-    line = axes.plot(x, mean, label=f"{label} (n={matrix.shape[0]})")[0]
+    n_seeds = int(np.isfinite(matrix).any(axis=1).sum())
+    line = axes.plot(x, mean, label=f"{label} (n={n_seeds})")[0]
     axes.fill_between(x, low, high, alpha=0.2, color=line.get_color())
 
 
@@ -147,6 +148,10 @@ def plot_adaptation(curves: dict[str, dict[str, tuple[np.ndarray, np.ndarray, np
     return written
 
 
+def _n_finite(values: np.ndarray) -> int:
+    return int(np.isfinite(np.asarray(values, dtype=np.float64)).sum())
+
+
 def _interval(mean: float, low: float, high: float) -> str:
     return "n/a" if not np.isfinite(mean) else f"{mean:.3g} [{low:.3g}, {high:.3g}]"
 
@@ -156,7 +161,8 @@ def _score_markdown(rows: list[ScoreRow], tasks: list[str], aggregate: bool = Tr
     overall = ["IQM [95% CI]", "mean [95% CI]"] if aggregate else []
     lines = ["| setting | budget | " + " | ".join([*tasks, *overall]) + " |", "|---" * (len(tasks) + len(overall) + 2) + "|"]
     for row in rows:
-        cells = [_interval(*row.mean[t]) + f" (n={len(row.per_task[t])})" if t in row.mean else "" for t in tasks]
+        # n counts the seeds the mean is over: a run without a finite score (NaN) is not one of them.
+        cells = [_interval(*row.mean[t]) + f" (n={_n_finite(row.per_task[t])})" if t in row.mean else "" for t in tasks]
         if aggregate:
             cells += [_interval(row.iqm, *row.iqm_ci), _interval(row.overall_mean, *row.overall_mean_ci)]
         lines.append(f"| {row.variant} | {row.budget or '-'} | " + " | ".join(cells) + " |")

@@ -9,19 +9,18 @@ are deleted. A run that is not ``finished`` is resumed from its newest readable 
 """
 
 import os
-import re
 import shutil
 import sys
 import time
 import traceback
-from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import CSVOutputFormat, HumanOutputFormat, KVWriter, Logger, TensorBoardOutputFormat
 
+from sb3_pref.common.callbacks import AtomicCheckpointCallback, Checkpoint
+from sb3_pref.common.callbacks import list_checkpoints as _list_checkpoints
 from sb3_pref.experiments.bpref import has_tensorboard, make_env, make_ppo, make_prefppo, make_raw_env, save_outputs
 from sb3_pref.experiments.config import RunSpec, bpref_args
 from sb3_pref.experiments.records import (
@@ -38,53 +37,27 @@ from sb3_pref.experiments.records import (
 )
 
 CHECKPOINT_DIR = "checkpoints"
-_CHECKPOINT = re.compile(r"^ckpt_(\d+)\.zip$")
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """A saved model and, when the run normalises observations, its ``VecNormalize`` statistics."""
-
-    step: int
-    model: str
-    vecnormalize: Optional[str]
 
 
 def list_checkpoints(run_dir: str) -> list[Checkpoint]:
     """The run's complete checkpoints, newest first."""
-    folder = os.path.join(run_dir, CHECKPOINT_DIR)
-    found = []
-    for name in os.listdir(folder) if os.path.isdir(folder) else []:
-        match = _CHECKPOINT.match(name)
-        if match:
-            statistics = os.path.join(folder, f"ckpt_{match.group(1)}_vecnormalize.pkl")
-            found.append(
-                Checkpoint(int(match.group(1)), os.path.join(folder, name), statistics if os.path.exists(statistics) else None)
-            )
-    return sorted(found, key=lambda checkpoint: -checkpoint.step)
+    return _list_checkpoints(os.path.join(run_dir, CHECKPOINT_DIR))
 
 
-class RunCallback(BaseCallback):
+class RunCallback(AtomicCheckpointCallback):
     """
-    Saves a checkpoint every ``every`` env steps, at the start of a rollout (after the previous
-    update, so a checkpoint holds exactly the steps that were trained on), keeps the newest
-    ``keep`` of them, and writes the heartbeat the grid's progress display reads.
+    The library's :class:`~sb3_pref.common.callbacks.AtomicCheckpointCallback` (checkpoints at rollout
+    start, written atomically, the newest ``keep`` kept) plus the heartbeat the grid's progress display reads.
     """
 
     def __init__(self, run_dir: str, every: int, total_timesteps: int, keep: int = 2, heartbeat_seconds: float = 5.0) -> None:
-        super().__init__()
-        self.run_dir, self.every, self.total, self.keep = run_dir, every, total_timesteps, keep
+        super().__init__(every, os.path.join(run_dir, CHECKPOINT_DIR), keep=keep)
+        self.run_dir, self.every, self.total = run_dir, every, total_timesteps
         self.heartbeat_seconds = heartbeat_seconds
-        self._last_saved = 0
         self._last_beat = 0.0
 
-    def _on_training_start(self) -> None:
-        self._last_saved = self.num_timesteps
-
     def _on_rollout_start(self) -> None:
-        if self.num_timesteps - self._last_saved >= self.every:
-            self.save_checkpoint()
-            self._last_saved = self.num_timesteps
+        super()._on_rollout_start()
         self._beat()
 
     def _on_step(self) -> bool:
@@ -95,24 +68,6 @@ class RunCallback(BaseCallback):
     def _beat(self) -> None:
         write_heartbeat(self.run_dir, self.num_timesteps, self.total)
         self._last_beat = time.monotonic()
-
-    def save_checkpoint(self) -> None:
-        folder = os.path.join(self.run_dir, CHECKPOINT_DIR)
-        os.makedirs(folder, exist_ok=True)
-        base = os.path.join(folder, f"ckpt_{self.num_timesteps}")
-        vec_normalize = self.model.get_vec_normalize_env()
-        # Statistics first, model last: a checkpoint counts once its model file exists, and each
-        # file appears whole (written aside, then renamed).
-        if vec_normalize is not None:
-            vec_normalize.save(base + "_vecnormalize.pkl.tmp")
-            os.replace(base + "_vecnormalize.pkl.tmp", base + "_vecnormalize.pkl")
-        with open(base + ".zip.tmp", "wb") as handle:
-            self.model.save(handle)
-        os.replace(base + ".zip.tmp", base + ".zip")
-        for old in list_checkpoints(self.run_dir)[self.keep :]:
-            for path in (old.model, old.vecnormalize):
-                if path is not None and os.path.exists(path):
-                    os.remove(path)
 
 
 def make_logger(run_dir: str, attempt: int, stdout: bool = True) -> Logger:
@@ -174,13 +129,26 @@ def final_scores(run_dir: str) -> dict[str, float]:
 
 
 def _load_newest(spec: RunSpec, run_dir: str, monitor_dir: str) -> tuple[BaseAlgorithm, Optional[Checkpoint]]:
-    """The model from the newest checkpoint that loads (older ones are fallbacks), or a new one."""
+    """
+    The model from the newest checkpoint that loads (older ones are fallbacks), or a new one when the
+    run has no checkpoint. A run whose checkpoints all fail to load is not restarted from step 0 behind
+    the user's back: it raises, and the files stay where they are for inspection.
+    """
     build, _ = _kind(spec)
-    for checkpoint in list_checkpoints(run_dir):
+    checkpoints = list_checkpoints(run_dir)
+    errors = []
+    for checkpoint in checkpoints:
         try:
             return build(spec, monitor_dir, checkpoint), checkpoint
         except Exception as error:  # a truncated file from a crash: try the one before
+            errors.append(f"{os.path.basename(checkpoint.model)}: {error!r}")
             print(f"checkpoint {checkpoint.model} does not load ({error!r}): trying an older one", file=sys.stderr)
+    if checkpoints:
+        raise RuntimeError(
+            f"none of the {len(checkpoints)} checkpoints in {os.path.join(run_dir, CHECKPOINT_DIR)} loads "
+            f"({'; '.join(errors)}). They were kept: move the folder away to restart this run from step 0, "
+            "or fix the cause (e.g. a changed library version) and run the grid again."
+        )
     return build(spec, monitor_dir, None), None
 
 

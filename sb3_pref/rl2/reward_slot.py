@@ -7,12 +7,18 @@ reward must never reach the policy, so :class:`LearnedRewardObservation` overwri
 reward model's prediction for the previous step. The policy needs that value at the very next step,
 so this one input is predicted per env step, batched over the envs (the training rewards are still
 predicted once per rollout).
+
+The reward model was trained on raw observations: when a ``VecNormalize`` sits below this wrapper
+(``LearnedRewardObservation(VecNormalize(...))``, as the Meta-World ML1 preset builds it), the
+prediction is made from ``VecNormalize.get_original_obs()``, never from the normalised observations
+this wrapper passes on. The predicted value is written as is (the model's output is already bounded
+by its output activation).
 """
 
 from typing import Callable, Optional
 
 import numpy as np
-from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecNormalize, unwrap_vec_normalize
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
 from sb3_pref.envs.trial import TrialObservationLayout
@@ -25,7 +31,8 @@ class LearnedRewardObservation(VecEnvWrapper):
     """
     Replaces the previous-reward slot of trial observations with a learned reward.
 
-    :param venv: a VecEnv of :class:`~sb3_pref.envs.trial.TrialWrapper` envs (not normalised)
+    :param venv: a VecEnv of :class:`~sb3_pref.envs.trial.TrialWrapper` envs, possibly normalised by a
+        ``VecNormalize`` (the reward model then sees the raw observations)
     :param reward_fn: predicted reward of a batch of (inner observation, encoded action)
     :param encode_actions: turns the VecEnv's actions into the reward model's action features
     :param layout: where each part of a trial observation sits
@@ -48,6 +55,13 @@ class LearnedRewardObservation(VecEnvWrapper):
         self.fill = fill
         self._last_obs: Optional[np.ndarray] = None
         self._actions: Optional[np.ndarray] = None
+        self._vec_normalize: Optional[VecNormalize] = unwrap_vec_normalize(venv)
+
+    def _raw(self, obs: np.ndarray) -> np.ndarray:
+        """The raw observations behind ``obs`` (the observations the reward model was trained on)."""
+        if self._vec_normalize is None:
+            return np.array(obs, copy=True)
+        return np.array(self._vec_normalize.get_original_obs(), copy=True)
 
     @property
     def fill(self) -> str:
@@ -62,7 +76,7 @@ class LearnedRewardObservation(VecEnvWrapper):
     def reset(self) -> np.ndarray:
         obs = self.venv.reset()
         # A trial's first observation has no previous reward: the wrapper already wrote 0 there.
-        self._last_obs = np.array(obs, copy=True)
+        self._last_obs = self._raw(obs)
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
@@ -81,5 +95,5 @@ class LearnedRewardObservation(VecEnvWrapper):
                 obs[continuing, slot] = predicted[continuing]
             else:
                 obs[continuing, slot] = 0.0
-        self._last_obs = np.array(obs, copy=True)
+        self._last_obs = self._raw(obs)
         return obs, rewards, dones, infos

@@ -117,6 +117,13 @@ class RL2(PreferenceRewardMixin, RecurrentPPO):
         """The env an evaluation should use: with the learned reward in the policy's input when there is one."""
         return self._with_learned_reward_slot(env) if self.pref_learner is not None else env
 
+    def _reward_space_hint(self) -> str:
+        layout = self._layout()
+        if layout is None:
+            return super()._reward_space_hint()
+        # The reward model sees the inner observation only, not the whole trial observation.
+        return f"{layout.obs.stop - layout.obs.start} (the inner observation: env.get_attr('layout', indices=0)[0].obs)"
+
     def _reward_observation_space(self) -> spaces.Space:
         layout = self._layout()
         if layout is None:
