@@ -168,6 +168,7 @@ def build(algo: str, args: argparse.Namespace) -> OnPolicyAlgorithm:
             size_segment=args.segment,
             mb_size=args.re_batch,
             train_dtype=args.re_train_dtype,
+            device="cpu",
         )
         model = PPO_REWARD(
             reward_model,
@@ -183,6 +184,7 @@ def build(algo: str, args: argparse.Namespace) -> OnPolicyAlgorithm:
             unsuper_n_epochs=args.unsuper_n_epochs,
             size_segment=args.segment,
             max_ep_len=1000,
+            reward_schedule=args.reward_schedule,
         )
     # Instance attributes shadow the class's methods, so only this model is timed here.
     model.collect_rollouts = TIMER.wrap("collect", model.collect_rollouts)
@@ -249,7 +251,7 @@ def markdown(args: argparse.Namespace, runs: list[dict[str, dict[str, Any]]], co
         f"disagreement queries, segments of {args.segment}, {args.unsuper_step} steps of pretraining "
         f"({args.unsuper_n_epochs} epochs per update), {args.re_batch} queries every {args.num_interaction} steps up to "
         f"{args.max_feed} ({pref['rounds']} rounds, {pref['total_feed']} labels), at most {args.re_update} "
-        f"reward-model epochs per round, reward-model training in {args.re_train_dtype}.",
+        f"reward-model epochs per round ({args.reward_schedule} schedule), reward-model training in {args.re_train_dtype}.",
         "",
         "| repeat | order | PPO wall (s) | PPO_REWARD wall (s) | ratio | PPO CPU (s) | PPO_REWARD CPU (s) | CPU ratio |",
         "|---|---|---|---|---|---|---|---|",
@@ -419,7 +421,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-feed", type=int, default=600)
     parser.add_argument("--re-batch", type=int, default=100)
     parser.add_argument("--re-update", type=int, default=100)
-    parser.add_argument("--re-train-dtype", choices=["float32", "bfloat16"], default="float32", help="reward-model training")
+    parser.add_argument(
+        "--re-train-dtype", choices=["auto", "float32", "bfloat16"], default="float32", help="reward-model training"
+    )
+    parser.add_argument("--reward-schedule", choices=["auto", "bpref"], default="bpref", help="reward-model schedule")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--target", type=float, default=1.15)
     parser.add_argument("--threads", type=int, default=1, help="torch threads, the same for both algorithms")

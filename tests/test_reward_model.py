@@ -138,13 +138,15 @@ def test_pair_loss_equals_hand_computed_cross_entropy(margin):
     cross_entropy = -((1 - target_1) * (r_0 - log_z) + target_1 * (r_1 - log_z))
     expected = cross_entropy.mean(axis=1).sum()  # mean over pairs, summed over members
 
-    loss, correct, decided = model._pair_loss(
+    loss, correct, counted = model._pair_loss(
         th.tensor(seg_0, dtype=th.float32), th.tensor(seg_1, dtype=th.float32), th.tensor(labels, dtype=th.float32)
     )
     assert loss.item() == pytest.approx(expected, rel=1e-5)
     hard = labels != 0.5
-    assert int(decided) == hard.sum() == 6
-    assert int(correct) == ((r_1 > r_0) == (labels == 1.0))[hard].sum()
+    # B-Pref's count: every pair, an "equal" label scored as "the first segment" (argmax, ties to the first)
+    assert int(counted) == labels.size == 8
+    assert int(correct) == ((r_1 > r_0) == (labels == 1.0)).sum()
+    assert int(correct) == ((r_1 > r_0) == (labels == 1.0))[hard].sum() + (r_1 <= r_0)[~hard].sum()
     # a wrong implementation of the soft target would differ by a clear amount
     assert abs(expected - cross_entropy[hard].sum() / 4) > 1e-2
 
@@ -152,9 +154,10 @@ def test_pair_loss_equals_hand_computed_cross_entropy(margin):
 def test_pair_loss_of_equal_label_is_log_two_for_equal_returns():
     model = RewardModel(2, 1, ensemble_size=3, hidden_dim=8, label_margin=0.2, seed=1)
     seg = th.randn(3, 5, 4, 3, generator=th.Generator().manual_seed(0))
-    loss, correct, decided = model._pair_loss(seg, seg.clone(), th.full((3, 5), 0.5))
+    loss, correct, counted = model._pair_loss(seg, seg.clone(), th.full((3, 5), 0.5))
     assert loss.item() == pytest.approx(3 * np.log(2), rel=1e-6)
-    assert int(correct) == int(decided) == 0
+    # equal returns tie, and B-Pref's argmax breaks ties towards the first segment: all 15 count as right
+    assert int(correct) == int(counted) == 15
 
 
 def test_bfloat16_training_changes_the_forward_pass_at_bf16_resolution_only():
@@ -224,10 +227,10 @@ def record_epochs(monkeypatch, model: RewardModel, fail_at: int = 0) -> list:
     records = []
     original = model._train_epoch
 
-    def spy(tensors, rng):
+    def spy(tensors, rng, **kwargs):
         if len(records) + 1 == fail_at:
             raise RuntimeError("interrupted")
-        stats = original(tensors, rng)
+        stats = original(tensors, rng, **kwargs)
         records.append((model.optimizer.param_groups[0]["lr"], stats["accuracy"]))
         return stats
 
@@ -238,7 +241,7 @@ def record_epochs(monkeypatch, model: RewardModel, fail_at: int = 0) -> list:
 def test_train_stops_at_the_first_epoch_above_target(data, monkeypatch):
     model = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
     records = record_epochs(monkeypatch, model)
-    stats = model.train(data["dataset"], np.random.default_rng(1), max_epochs=40, target_accuracy=0.9)
+    stats = model.train(data["dataset"], np.random.default_rng(1), max_epochs=40, target_accuracy=0.9, schedule="bpref")
     accuracies = [accuracy for _, accuracy in records]
     assert 1 < stats["epochs"] == len(records) < 40
     assert accuracies[-1] == stats["accuracy"] > 0.9
@@ -246,7 +249,7 @@ def test_train_stops_at_the_first_epoch_above_target(data, monkeypatch):
 
     # "exceeds" is strict: 8 easy pairs are all ranked right within a few epochs, yet a target of 1.0 is never passed
     records.clear()
-    stats = model.train(oracle_dataset(8, 3), np.random.default_rng(1), max_epochs=30, target_accuracy=1.0)
+    stats = model.train(oracle_dataset(8, 3), np.random.default_rng(1), max_epochs=30, target_accuracy=1.0, schedule="bpref")
     assert stats["epochs"] == len(records) == 30
     assert [accuracy for _, accuracy in records].count(1.0) > 20
     with pytest.raises(ValueError, match="max_epochs"):
@@ -255,16 +258,47 @@ def test_train_stops_at_the_first_epoch_above_target(data, monkeypatch):
         model.train(PreferenceDataset(), np.random.default_rng(1))
 
 
-def test_anneal_lr_decays_linearly_then_restores(data, monkeypatch):
+def record_step_lrs(monkeypatch, model: RewardModel) -> list:
+    """Spy on Adam's step: the learning rate of every gradient step."""
+    lrs = []
+    original = model.optimizer.step
+
+    def spy(*args, **kwargs):
+        lrs.append(model.optimizer.param_groups[0]["lr"])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(model.optimizer, "step", spy)
+    return lrs
+
+
+@pytest.mark.parametrize("schedule", ["bpref", "auto"])
+def test_anneal_lr_decays_per_step_to_zero_over_the_round_then_restores(data, monkeypatch, schedule):
+    # 1000 pairs in minibatches of 128: 8 steps per pass; "bpref" with 4 passes takes 32 steps, "auto" its
+    # budget of ceil(10 * 1000 / 128) = 79 steps, capped at 4 passes = 32 steps as well
     model = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
-    records = record_epochs(monkeypatch, model)
-    model.train(data["dataset"], np.random.default_rng(1), max_epochs=4, target_accuracy=1.0, anneal_lr=True)
-    np.testing.assert_allclose([lr for lr, _ in records], model.lr * np.array([1.0, 0.75, 0.5, 0.25]))
+    lrs = record_step_lrs(monkeypatch, model)
+    # a target the first pass already passes: annealing runs the whole round regardless
+    stats = model.train(
+        data["dataset"], np.random.default_rng(1), max_epochs=4, target_accuracy=0.0, anneal_lr=True, schedule=schedule
+    )
+    assert stats["steps"] == len(lrs) == 32 and stats["epochs"] == 4
+    np.testing.assert_allclose(lrs, model.lr * (1.0 - np.arange(32) / 32))
+    assert lrs[-1] == pytest.approx(model.lr / 32)  # ~0 at the round's last step
     assert model.optimizer.param_groups[0]["lr"] == model.lr == 3e-3
 
-    records.clear()
-    model.train(data["dataset"], np.random.default_rng(1), max_epochs=2, target_accuracy=1.0)
-    assert [lr for lr, _ in records] == [model.lr, model.lr]
+    # the next round starts from the full rate again; without annealing it stays there
+    lrs.clear()
+    model.train(data["dataset"], np.random.default_rng(1), max_epochs=1, anneal_lr=True, schedule=schedule)
+    np.testing.assert_allclose(lrs, model.lr * (1.0 - np.arange(8) / 8))
+    lrs.clear()
+    model.train(data["dataset"], np.random.default_rng(1), max_epochs=2, target_accuracy=1.0, schedule=schedule)
+    assert lrs == [model.lr] * 16
+
+    # the rlhf preset: one pass, annealed to zero within it, over a pass that is not a whole number of minibatches
+    lrs.clear()
+    small = oracle_dataset(300, HORIZON)
+    model.train(small, np.random.default_rng(1), max_epochs=1, anneal_lr=True, schedule="bpref")
+    np.testing.assert_allclose(lrs, model.lr * np.array([1.0, 2 / 3, 1 / 3]))
 
     # restored even when a round is interrupted
     interrupted = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
@@ -391,7 +425,7 @@ def test_same_seed_same_weights_without_touching_global_rng():
     assert model_a.teacher.seed == 11
 
     initial = weights_of(model_a)
-    model_a.train(oracle_dataset(8, 3), np.random.default_rng(0), max_epochs=2, target_accuracy=1.0)
+    model_a.train(oracle_dataset(8, 3), np.random.default_rng(0), max_epochs=2, target_accuracy=1.0, schedule="bpref")
     assert model_a.n_updates == 2
     state = th.get_rng_state()
     model_a.reset_parameters(11)
@@ -446,3 +480,130 @@ def test_save_load_round_trip(tmp_path):
     assert_same_weights(model, loaded)
     teacher = ScriptedTeacher.preset("noisy")
     assert RewardModel.load(path, teacher=teacher).teacher is teacher
+
+
+# ------------------------------------------------------------------------------- training schedules
+def test_bpref_schedule_is_b_prefs_loop_bit_for_bit(data):
+    # B-Pref's loop, written out: whole passes over all labels until one exceeds the target accuracy
+    reference = RewardModel(OBS_DIM, ACT_DIM, seed=5, **SMALL)
+    rng = np.random.default_rng(3)
+    epoch, expected = 0, {"accuracy": 0.0}
+    while epoch < 40 and expected["accuracy"] <= 0.97:
+        expected = reference.train_epoch(data["dataset"], rng)
+        epoch += 1
+    model = RewardModel(OBS_DIM, ACT_DIM, seed=5, **SMALL)
+    model_rng = np.random.default_rng(3)
+    stats = model.train(data["dataset"], model_rng, max_epochs=40, target_accuracy=0.97, schedule="bpref")
+    assert 1 < epoch < 40  # the stop fired, so both the stop and the passes before it are compared
+    assert stats == {**expected, "epochs": float(epoch), "steps": float(8 * epoch)}
+    assert model.n_updates == reference.n_updates == 8 * epoch
+    assert_same_weights(model, reference)
+    # the generators were advanced alike (one permutation per member per pass)
+    assert model_rng.bit_generator.state == rng.bit_generator.state
+
+
+def test_auto_schedule_budget_grows_with_the_new_labels(data, monkeypatch):
+    model = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
+    seen = []
+    original = model._pair_loss
+
+    def spy(seg_0, seg_1, labels):
+        seen.append(seg_0.shape[1])
+        return original(seg_0, seg_1, labels)
+
+    monkeypatch.setattr(model, "_pair_loss", spy)
+    rng = np.random.default_rng(0)
+    # an unreachable target, so only the budget ends the round: ceil(10 * 100 / 128) = 8 steps, one pass over 1000
+    stats = model.train(data["dataset"], rng, target_accuracy=1.0, n_new=100)
+    assert stats["steps"] == 8 and stats["epochs"] == 1 and model.n_updates == 8
+    assert seen == [128] * 7 + [104]  # minibatches drawn from all 1000 labels, old ones included
+    # 300 new labels: ceil(3000 / 128) = 24 steps = 3 passes; all labels new (None) = 79 steps, cut at 5 passes
+    assert model.train(data["dataset"], rng, target_accuracy=1.0, n_new=300)["steps"] == 24
+    capped = model.train(data["dataset"], rng, max_epochs=5, target_accuracy=1.0)
+    assert capped["steps"] == 40 and capped["epochs"] == 5
+    # far cheaper than B-Pref's schedule on the same round
+    bpref = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
+    assert bpref.train(data["dataset"], rng, max_epochs=10, target_accuracy=1.0, schedule="bpref")["steps"] == 80
+    with pytest.raises(ValueError, match="schedule='fast'"):
+        model.train(data["dataset"], rng, schedule="fast")
+    with pytest.raises(ValueError, match="passes_per_new_label"):
+        model.train(data["dataset"], rng, passes_per_new_label=0)
+
+
+def test_all_equal_round_stops_after_one_pass_as_in_b_pref(monkeypatch):
+    # Pairs of identical segments, all labelled "equal": the returns tie, which B-Pref's argmax scores as
+    # right, so the accuracy is 1 and the round stops after its first pass (it used to run all of them)
+    rng = np.random.default_rng(0)
+    seg = make_segments(rng, 40)
+    dataset = PreferenceDataset()
+    dataset.add(seg, seg, np.full(40, 0.5))
+    model = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
+    stats = model.train(dataset, np.random.default_rng(0), max_epochs=50, schedule="bpref")
+    assert stats["epochs"] == 1 and stats["accuracy"] == 1.0
+
+    # equal pairs of different segments count as right exactly where the first return is not lower
+    other = make_segments(rng, 40)
+    mixed = PreferenceDataset()
+    mixed.add(seg, other, np.full(40, 0.5))
+    first_not_lower = np.mean(model.member_returns(seg.features) >= model.member_returns(other.features))
+    assert 0.0 < first_not_lower < 1.0
+    frozen_lr = RewardModel(OBS_DIM, ACT_DIM, seed=0, **{**SMALL, "lr": 1e-12})
+    frozen_lr.ensemble.load_state_dict(model.ensemble.state_dict())
+    assert frozen_lr.train_epoch(mixed, np.random.default_rng(0))["accuracy"] == pytest.approx(first_not_lower, abs=1e-6)
+
+
+def test_train_dtype_auto_follows_the_hardware(monkeypatch):
+    from sb3_pref.common import reward_training
+
+    model = RewardModel(OBS_DIM, ACT_DIM, hidden_dim=8, device="cpu")
+    flags = reward_training.cpu_bf16_flags()
+    # this project's CI CPU (AMD EPYC, no AMX / AVX512-BF16) must train in float32: bf16 is emulated there
+    assert model.train_dtype == ("bfloat16" if flags else "float32")
+    if "AMD EPYC" in open("/proc/cpuinfo").read():
+        assert flags == () and model.train_dtype == "float32"
+    assert model.get_config()["train_dtype"] == "auto"  # a saved model chooses again where it is loaded
+    monkeypatch.setattr(reward_training, "cpu_bf16_flags", lambda: ("amx_bf16",))
+    assert RewardModel(OBS_DIM, ACT_DIM, hidden_dim=8, device="cpu").train_dtype == "bfloat16"
+    assert RewardModel(OBS_DIM, ACT_DIM, hidden_dim=8, device="cpu", train_dtype="float32").train_dtype == "float32"
+    for supported, expected in [(True, "bfloat16"), (False, "float32")]:
+        monkeypatch.setattr(th.cuda, "is_bf16_supported", lambda supported=supported: supported)
+        assert reward_training.resolve_train_dtype("auto", th.device("cuda")) == expected
+    assert reward_training.resolve_device("auto") == th.device("cuda" if th.cuda.is_available() else "cpu")
+    assert RewardModel(OBS_DIM, ACT_DIM, hidden_dim=8).device == reward_training.resolve_device("auto")
+
+
+def test_learner_trains_on_each_rounds_new_labels_and_checks_the_schedule():
+    from sb3_pref.common.learner import PreferenceLearner
+
+    model = RewardModel(OBS_DIM, ACT_DIM, seed=0, mb_size=64, **SMALL)
+    learner = PreferenceLearner(model, n_envs=2, teacher=ScriptedTeacher.preset("oracle", seed=0), max_feed=256, seed=0)
+    assert learner.schedule == "auto"
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(500, 2, OBS_DIM + ACT_DIM)).astype(np.float32)
+    dones = np.zeros((500, 2), dtype=bool)
+    dones[99::100] = True
+    learner.add_transitions(features[..., :OBS_DIM], features[..., OBS_DIM:], np.tanh(features @ TRUE_WEIGHTS), dones)
+    steps = []
+    for _ in range(3):
+        stats = learner.query_round()
+        steps.append((len(learner.dataset), stats["model_train_steps"]))
+    # 64 new labels a round: ceil(10 * 64 / 128) = 5 steps whatever the labels so far, unless a pass exceeds 97%
+    assert [n for n, _ in steps] == [64, 128, 192]
+    assert all(1 <= s <= 5 for _, s in steps) and steps[0][1] == 5
+    with pytest.raises(ValueError, match="reward_schedule='b-pref'"):
+        PreferenceLearner(model, n_envs=2, schedule="b-pref")
+
+
+def test_ppo_reward_defaults_to_auto_and_the_b_pref_scripts_to_bpref():
+    from sb3_pref import PPO_REWARD
+    from sb3_pref.experiments.flags import build_parser
+
+    env = "Pendulum-v1"
+    model = RewardModel(spaces.Box(-1, 1, (3,)), spaces.Box(-2, 2, (1,)), hidden_dim=8, seed=0)
+    assert PPO_REWARD("MlpPolicy", env, reward_model=model, n_steps=64).pref_learner.schedule == "auto"
+    built = PPO_REWARD("MlpPolicy", env, reward_model=model, n_steps=64, reward_schedule="bpref")
+    assert built.pref_learner.schedule == "bpref"
+    with pytest.raises(ValueError, match="reward_schedule='exact'"):
+        PPO_REWARD("MlpPolicy", env, reward_model=model, reward_schedule="exact")
+    # B-Pref's scripts and grids (examples/train_PrefPPO.py, the bpref presets) keep B-Pref's schedule
+    assert build_parser("B-Pref").parse_args([]).re_schedule == "bpref"

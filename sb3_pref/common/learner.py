@@ -13,6 +13,7 @@ import torch as th
 from sb3_pref.common.preferences import PreferenceDataset
 from sb3_pref.common.query import QUERY_METHODS, candidate_count, resolve_query_method, select_queries
 from sb3_pref.common.reward_model import RewardModel
+from sb3_pref.common.reward_training import check_schedule
 from sb3_pref.common.segments import SegmentBatch, SegmentStore
 from sb3_pref.common.teachers import LEARNER_STREAM, BaseTeacher, ScriptedTeacher, stream_generator
 
@@ -54,10 +55,13 @@ class PreferenceLearner:
     :param max_feed: total feedback budget (queries asked, skipped ones included)
     :param re_update: the most reward-training epochs per query round
     :param target_accuracy: early-stop threshold on the reward model's training accuracy
+    :param schedule: reward-model training per round: ``"auto"`` (gradient steps in proportion to the
+        round's new labels) or ``"bpref"`` (B-Pref's up to ``re_update`` passes over all labels); see
+        :mod:`sb3_pref.common.reward_training`
     :param max_ep_len: episode length used for the teacher's thresholds; None uses the observed mean
     :param segment_capacity: transitions kept for drawing segments (oldest dropped)
     :param normalize_rewards: rescale predictions to mean 0 / std 1 on recent transitions after each refit
-    :param anneal_lr: decay the reward model's learning rate to 0 within each round
+    :param anneal_lr: decay the reward model's learning rate linearly to 0 over each round's gradient steps
     :param n_eval_pairs: fresh pairs used to measure agreement with an oracle after each round
     :param seed: seed of the learner's generator (segment sampling, minibatch order): the learner stream
         of ``seed`` (:func:`~sb3_pref.common.teachers.stream_generator`), independent of a teacher
@@ -83,8 +87,10 @@ class PreferenceLearner:
         anneal_lr: bool = False,
         n_eval_pairs: int = 256,
         seed: Optional[int] = None,
+        schedule: str = "auto",
     ) -> None:
         self.feed_type = resolve_query_method(feed_type)
+        self.schedule = check_schedule(schedule, "reward_schedule")
         if max_feed < reward_model.mb_size:
             raise ValueError(
                 f"max_feed={max_feed} is smaller than one query round (mb_size={reward_model.mb_size}): "
@@ -177,6 +183,7 @@ class PreferenceLearner:
         :return: statistics of the round, keys as logged under ``reward/``
         """
         n_late = self._add_late_labels()
+        n_new = n_late
         n_queries = min(self.reward_model.mb_size, self.budget_left)
         if n_queries > 0 and not self.ready:
             # Not one segment fits yet: ask later rather than fail (B-Pref waits for enough data too).
@@ -200,7 +207,9 @@ class PreferenceLearner:
             seg_0, seg_1 = self._select(method, n_queries)
             labels = np.asarray(self.teacher.label_pairs(seg_0, seg_1), dtype=np.float64)
             self.total_feed += n_queries
-            self.labeled_feedback += self.dataset.add(seg_0, seg_1, labels)
+            added = self.dataset.add(seg_0, seg_1, labels)
+            self.labeled_feedback += added
+            n_new += added
             self.n_rounds += 1
             stats["round_queries"] = float(n_queries)
         if len(self.dataset) > 0:
@@ -210,8 +219,15 @@ class PreferenceLearner:
                 max_epochs=self.re_update,
                 target_accuracy=self.target_accuracy,
                 anneal_lr=self.anneal_lr,
+                schedule=self.schedule,
+                n_new=n_new,
             )
-            stats.update(model_train_accuracy=fit["accuracy"], model_train_loss=fit["loss"], model_train_epochs=fit["epochs"])
+            stats.update(
+                model_train_accuracy=fit["accuracy"],
+                model_train_loss=fit["loss"],
+                model_train_epochs=fit["epochs"],
+                model_train_steps=fit["steps"],
+            )
         if self.normalize_rewards:
             self._fit_normalisation()
         stats["true_pref_accuracy"] = self.oracle_agreement()

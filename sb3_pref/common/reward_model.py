@@ -2,7 +2,7 @@
 
 import math
 import os
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import numpy as np
 import torch as th
@@ -10,6 +10,14 @@ from torch import nn
 from torch.nn import functional as F
 
 from sb3_pref.common.preprocessing import FeatureEncoder, SpaceOrDim, describe_space, space_from_description
+from sb3_pref.common.reward_training import (
+    PASSES_PER_NEW_LABEL,
+    check_schedule,
+    resolve_device,
+    resolve_train_dtype,
+    round_steps,
+    train_round,
+)
 from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
 from sb3_pref.common.validation import check_int, check_positive_float
 
@@ -84,11 +92,13 @@ class RewardModel:
     :param n_layers: number of hidden layers
     :param train_batch_size: minibatch size (in pairs) of reward training
     :param label_margin: label smoothing: targets become ``onehot * (1 - 2m) + m``
-    :param train_dtype: ``"float32"`` (default, as B-Pref) or ``"bfloat16"``: mixed precision for the
-        forward passes of training only (weights, optimizer and predictions stay float32). About
-        2.8x faster per epoch on CPUs with AMX (``benchmarks/README.md``), at bf16's 3 significant digits.
+    :param train_dtype: ``"float32"`` (B-Pref's), ``"bfloat16"`` (mixed precision for the forward passes
+        of training only; weights, optimizer and predictions stay float32), or ``"auto"`` (default):
+        bfloat16 where the hardware is faster at it (CUDA with bf16, CPUs with AMX or AVX512-BF16),
+        float32 elsewhere; see :func:`~sb3_pref.common.reward_training.resolve_train_dtype`. bfloat16 is
+        about 2.8x faster per epoch with AMX and 4x slower without (``benchmarks/README.md``).
     :param teacher: a teacher object; overrides the ``teacher_*`` arguments
-    :param device: torch device; CPU unless asked ("auto" picks CUDA when available)
+    :param device: torch device; ``"auto"`` (default) picks CUDA when available, whatever the policy's device
     :param seed: seed of the parameter initialisation (and of the teacher built from ``teacher_*``);
         None draws from torch's global generator like any ``nn.Module``
     """
@@ -112,9 +122,9 @@ class RewardModel:
         n_layers: int = 3,
         train_batch_size: int = 128,
         label_margin: float = 0.0,
-        train_dtype: str = "float32",
+        train_dtype: str = "auto",
         teacher: Optional[BaseTeacher] = None,
-        device: Union[str, th.device] = "cpu",
+        device: Union[str, th.device] = "auto",
         seed: Optional[int] = None,
     ) -> None:
         if activation not in OUTPUT_ACTIVATIONS:
@@ -131,8 +141,6 @@ class RewardModel:
             raise TypeError(f"label_margin must be a number in [0, 0.5), got {label_margin!r}")
         if not 0.0 <= label_margin < 0.5:
             raise ValueError(f"label_margin must be in [0, 0.5), got {label_margin!r}")
-        if train_dtype not in ("float32", "bfloat16"):
-            raise ValueError(f"train_dtype must be 'float32' or 'bfloat16', got {train_dtype!r}")
         if teacher is not None and not isinstance(teacher, BaseTeacher):
             raise TypeError(
                 f"teacher must be a BaseTeacher or None, got a {type(teacher).__name__}: pass e.g. "
@@ -151,9 +159,11 @@ class RewardModel:
         self.n_layers = int(n_layers)
         self.train_batch_size = int(train_batch_size)
         self.label_margin = float(label_margin)
-        self.train_dtype = train_dtype
         self.seed = seed
-        self.device = th.device("cuda" if th.cuda.is_available() else "cpu") if device == "auto" else th.device(device)
+        self.device = resolve_device(device)
+        # The argument as given is what a saved model keeps, so "auto" chooses again on the loading machine.
+        self.requested_train_dtype = train_dtype
+        self.train_dtype = resolve_train_dtype(train_dtype, self.device)
         if teacher is None:
             teacher = ScriptedTeacher(
                 beta=teacher_beta,
@@ -249,16 +259,18 @@ class RewardModel:
         targets = th.stack([1 - target_1, target_1], dim=-1)
         # Each member's mean loss, summed over members, so every member gets the full gradient scale.
         loss = -(targets * F.log_softmax(logits, dim=-1)).sum(-1).mean(-1).sum()
-        decided = labels != 0.5
-        correct = ((logits[..., 1] > logits[..., 0]).float() == labels) & decided
-        return loss, correct.sum(), decided.sum()
+        # Accuracy as B-Pref counts it: argmax of the two returns (a tie picks the first segment) against
+        # the label, with "equal" labels counted as preferring the first segment; every pair counts.
+        correct = (logits[..., 1] > logits[..., 0]) == (labels > 0.5)
+        return loss, correct.sum(), th.tensor(labels.numel())
 
     def train_epoch(self, dataset: "PreferenceDataset", rng: np.random.Generator) -> dict[str, float]:
         """
         One pass over the labelled pairs in minibatches of ``train_batch_size``; every member sees its
         own random permutation (B-Pref's ensemble diversity).
 
-        :return: ``{"loss", "accuracy"}``: mean minibatch loss, and accuracy on non-equal labels
+        :return: ``{"loss", "accuracy"}``: mean minibatch loss, and training accuracy counted as B-Pref
+            does (every pair; an "equal" label counts as right when the first segment's return is not lower)
         """
         return self._train_epoch(self._dataset_tensors(dataset), rng)
 
@@ -272,23 +284,37 @@ class RewardModel:
             th.tensor(dataset.labels, dtype=th.float32, device=self.device),
         )
 
-    def _train_epoch(self, tensors: tuple[th.Tensor, th.Tensor, th.Tensor], rng: np.random.Generator) -> dict[str, float]:
+    def _train_epoch(
+        self,
+        tensors: tuple[th.Tensor, th.Tensor, th.Tensor],
+        rng: np.random.Generator,
+        max_steps: Optional[int] = None,
+        lr_for_step: Optional[Callable[[int], float]] = None,
+    ) -> dict[str, float]:
+        """
+        :param max_steps: stop the pass after this many minibatches (None: the whole pass)
+        :param lr_for_step: learning rate of the pass's ``i``-th minibatch (None leaves it as it is)
+        """
         seg_0_all, seg_1_all, labels_all = tensors
         n_pairs = len(labels_all)
         order = th.as_tensor(np.stack([rng.permutation(n_pairs) for _ in range(self.ensemble_size)]), device=self.device)
-        total_loss, n_correct, n_decided, n_batches = 0.0, 0, 0, 0
-        for start in range(0, n_pairs, self.train_batch_size):
+        starts = range(0, n_pairs, self.train_batch_size)[:max_steps]
+        total_loss, n_correct, n_counted, n_batches = 0.0, 0, 0, 0
+        for step, start in enumerate(starts):
+            if lr_for_step is not None:
+                for group in self.optimizer.param_groups:
+                    group["lr"] = lr_for_step(step)
             index = order[:, start : start + self.train_batch_size]
-            loss, correct, decided = self._pair_loss(seg_0_all[index], seg_1_all[index], labels_all[index])
+            loss, correct, counted = self._pair_loss(seg_0_all[index], seg_1_all[index], labels_all[index])
             self.optimizer.zero_grad()
             loss.backward()
             self.optimizer.step()
             total_loss += loss.item()
             n_correct += int(correct)
-            n_decided += int(decided)
+            n_counted += int(counted)
             n_batches += 1
         self.n_updates += n_batches
-        return {"loss": total_loss / n_batches, "accuracy": n_correct / max(n_decided, 1)}
+        return {"loss": total_loss / n_batches, "accuracy": n_correct / max(n_counted, 1)}
 
     def train(
         self,
@@ -297,35 +323,35 @@ class RewardModel:
         max_epochs: int = 100,
         target_accuracy: float = 0.97,
         anneal_lr: bool = False,
+        schedule: str = "auto",
+        n_new: Optional[int] = None,
+        passes_per_new_label: float = PASSES_PER_NEW_LABEL,
     ) -> dict[str, float]:
         """
-        Train on all labelled pairs for up to ``max_epochs`` passes (B-Pref's ``re_update``), stopping
-        early once the training accuracy exceeds ``target_accuracy``.
+        One round of training on all labelled pairs, warm-started from the current weights
+        (see :mod:`sb3_pref.common.reward_training` for the schedules).
 
         :param dataset: labelled pairs
         :param rng: generator of the minibatch permutations
-        :param max_epochs: the most passes over the data
-        :param target_accuracy: early-stop threshold on the training accuracy
-        :param anneal_lr: decay the learning rate linearly to 0 over ``max_epochs`` within this call
-        :return: ``{"loss", "accuracy", "epochs"}`` of the last pass
+        :param max_epochs: the most passes over the data (B-Pref's ``re_update``)
+        :param target_accuracy: stop after the first pass whose training accuracy exceeds it
+        :param anneal_lr: decay the learning rate linearly to 0 over this round's gradient steps (and run them all)
+        :param schedule: ``"auto"`` (gradient steps in proportion to the new labels) or ``"bpref"`` (up to
+            ``max_epochs`` passes over all labels)
+        :param n_new: labels added since the last round (``"auto"`` only); None: all of them
+        :param passes_per_new_label: ``"auto"``'s budget, in passes over the new labels
+        :return: ``{"loss", "accuracy"}`` of the last pass, ``"epochs"`` (passes) and ``"steps"`` (gradient steps)
         """
+        check_schedule(schedule)
         if max_epochs < 1:
             raise ValueError(f"max_epochs must be >= 1, got {max_epochs}")
-        stats: dict[str, float] = {}
-        epoch = 0
+        if not passes_per_new_label > 0:
+            raise ValueError(f"passes_per_new_label must be positive, got {passes_per_new_label!r}")
         tensors = self._dataset_tensors(dataset)
-        try:
-            for epoch in range(1, max_epochs + 1):
-                if anneal_lr:
-                    for group in self.optimizer.param_groups:
-                        group["lr"] = self.lr * (1.0 - (epoch - 1) / max_epochs)
-                stats = self._train_epoch(tensors, rng)
-                if stats["accuracy"] > target_accuracy:
-                    break
-        finally:
-            for group in self.optimizer.param_groups:
-                group["lr"] = self.lr
-        return {**stats, "epochs": float(epoch)}
+        n_pairs = len(tensors[2])
+        n_new = n_pairs if n_new is None else min(max(int(n_new), 0), n_pairs)
+        n_steps = round_steps(schedule, n_pairs, n_new, self.train_batch_size, max_epochs, passes_per_new_label)
+        return train_round(self, tensors, rng, n_steps, target_accuracy, anneal_lr)
 
     def preference_accuracy(self, features_0: np.ndarray, features_1: np.ndarray, labels: np.ndarray) -> float:
         """Share of non-equal, non-skipped labels whose preferred segment has the higher predicted return."""
@@ -352,12 +378,12 @@ class RewardModel:
             "n_layers": self.n_layers,
             "train_batch_size": self.train_batch_size,
             "label_margin": self.label_margin,
-            "train_dtype": self.train_dtype,
+            "train_dtype": self.requested_train_dtype,
         }
 
     @classmethod
     def from_config(
-        cls, config: dict[str, Any], teacher: Optional[BaseTeacher] = None, device: Union[str, th.device] = "cpu"
+        cls, config: dict[str, Any], teacher: Optional[BaseTeacher] = None, device: Union[str, th.device] = "auto"
     ) -> "RewardModel":
         kwargs = dict(config)
         obs_space = space_from_description(kwargs.pop("obs_space"))
@@ -378,7 +404,7 @@ class RewardModel:
 
     @classmethod
     def load(
-        cls, path: Union[str, os.PathLike], teacher: Optional[BaseTeacher] = None, device: Union[str, th.device] = "cpu"
+        cls, path: Union[str, os.PathLike], teacher: Optional[BaseTeacher] = None, device: Union[str, th.device] = "auto"
     ) -> "RewardModel":
         """Rebuild a model written by :meth:`save`; the teacher is given anew (an oracle if None)."""
         state = th.load(path, map_location="cpu", weights_only=True)

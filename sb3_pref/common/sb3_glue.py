@@ -22,6 +22,7 @@ from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner, make_teacher, to_numpy_state, to_torch_state
 from sb3_pref.common.preprocessing import FeatureEncoder
 from sb3_pref.common.reward_model import RewardModel
+from sb3_pref.common.reward_training import check_schedule
 from sb3_pref.common.rollout import (
     PHASE_PREFERENCE,
     PHASE_PRETRAIN,
@@ -48,7 +49,7 @@ class PreferenceRewardMixin:
     :param num_feed: accepted for B-Pref compatibility (it had no effect there either)
     :param feed_type: query selection: 0-5 or a name (uniform, disagreement, entropy, kcenter,
         kcenter_disagreement, kcenter_entropy)
-    :param re_update: the most reward-model epochs per query round (early stop at 97% training accuracy)
+    :param re_update: the most reward-model epochs per query round (early stop at 97% training accuracy, B-Pref's)
     :param metaworld_flag: accepted for B-Pref compatibility; success is logged whenever the env reports it
     :param max_feed: total feedback budget
     :param unsuper_step: env steps of state-entropy pretraining (summed over envs)
@@ -62,6 +63,10 @@ class PreferenceRewardMixin:
     :param anneal_reward_lr: decay the reward model's learning rate linearly to 0 within each round
     :param segment_capacity: transitions kept for drawing query segments
     :param entropy_k: k of the k-NN state-entropy reward
+    :param reward_schedule: how much the reward model trains per round: ``"auto"`` (default; a budget of
+        gradient steps in proportion to the round's new labels, at most ``re_update`` passes) or
+        ``"bpref"`` (B-Pref's: up to ``re_update`` passes over all labels); see
+        :mod:`sb3_pref.common.reward_training`
     """
 
     #: pretraining default when a reward model is given (B-Pref's PrefPPO pretrains)
@@ -90,6 +95,7 @@ class PreferenceRewardMixin:
         anneal_reward_lr: bool = False,
         segment_capacity: int = 100_000,
         entropy_k: int = 5,
+        reward_schedule: str = "auto",
         **kwargs: Any,
     ) -> None:
         # Everything is checked before anything is changed: a bad value never reaches the caller's reward model.
@@ -97,6 +103,7 @@ class PreferenceRewardMixin:
             reward_model, teacher, num_interaction, feed_type, re_update, max_feed, unsuper_step, unsuper_n_epochs,
             size_segment, max_ep_len, unsuper_flag, normalize_reward, anneal_reward_lr, segment_capacity, entropy_k,
         )  # fmt: skip
+        reward_schedule = check_schedule(reward_schedule, "reward_schedule")
         if unsuper_flag is None:
             unsuper_flag = self.default_unsuper_flag if reward_model is not None else 0
         if checked["size_segment"] is not None and reward_model is not None:
@@ -117,6 +124,7 @@ class PreferenceRewardMixin:
         self.anneal_reward_lr = anneal_reward_lr
         self.segment_capacity = checked["segment_capacity"]
         self.entropy_k = checked["entropy_k"]
+        self.reward_schedule = reward_schedule
         # Progress that must survive save/load (plain values, stored in SB3's data file).
         self._num_interactions = 0
         self._unsuper_steps_done = 0
@@ -190,6 +198,7 @@ class PreferenceRewardMixin:
             normalize_rewards=self.normalize_reward,
             anneal_lr=self.anneal_reward_lr,
             seed=self.seed,
+            schedule=self.reward_schedule,
         )
         if given_at_load:
             # By preset name: our own new object, which continues the saved counters and label stream

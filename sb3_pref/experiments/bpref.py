@@ -163,6 +163,8 @@ def make_prefppo(
         size_segment=args.re_segment,
         max_ep_len=args.max_ep_len,
         unsuper_flag=1,
+        # B-Pref's exact training schedule, so published comparisons stay possible.
+        reward_schedule=getattr(args, "re_schedule", "bpref"),
     )
 
 

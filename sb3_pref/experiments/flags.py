@@ -139,6 +139,13 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
     )
     reward.add_argument("--re-large-batch", type=positive_int, default=10, help="candidate pairs drawn per kept query")
     reward.add_argument(
+        "--re-schedule",
+        choices=["bpref", "auto"],
+        default="bpref",
+        help="reward-model training per round: bpref (B-Pref's, up to --re-update passes over all labels) or "
+        "auto (the library default: gradient steps in proportion to the round's new labels)",
+    )
+    reward.add_argument(
         "--re-train-dtype",
         choices=["float32", "bfloat16"],
         default="float32",
