@@ -10,6 +10,7 @@ the whole rollout's rewards in one batched pass and writes them into the rollout
 :func:`relabel_rollout`, which keeps SB3's time-limit bootstrap and recomputes the advantages.
 """
 
+import inspect
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -37,6 +38,9 @@ class PreferenceRewardMixin:
     Preference-based reward learning for an SB3 on-policy algorithm (``class X(PreferenceRewardMixin, PPO)``).
 
     :param reward_model: the learned reward; None trains on the env's reward (after optional pretraining)
+    :param reward_model_kwargs: keyword arguments of :class:`~sb3_pref.common.reward_model.RewardModel`
+        without the spaces: the model is then built from the env's spaces in ``_setup_model`` (as SB3
+        builds the policy from ``policy_kwargs``), which config files (RL Zoo's YAML, Optuna) can express
     :param teacher: who answers queries: a teacher object or a B-Pref preset name; None uses ``reward_model.teacher``
     :param num_interaction: env steps (summed over envs) between query rounds
     :param num_feed: accepted for B-Pref compatibility (it had no effect there either)
@@ -60,11 +64,17 @@ class PreferenceRewardMixin:
 
     #: pretraining default when a reward model is given (B-Pref's PrefPPO pretrains)
     default_unsuper_flag: int = 1
+    #: arguments that only mean something with a reward model: given without one, they are an error
+    model_only_arguments: tuple[str, ...] = (
+        "teacher", "num_interaction", "feed_type", "re_update", "max_feed", "size_segment",
+        "normalize_reward", "anneal_reward_lr", "segment_capacity",
+    )  # fmt: skip
 
     def __init__(
         self,
         *args: Any,
         reward_model: Optional[RewardModel] = None,
+        reward_model_kwargs: Optional[dict[str, Any]] = None,
         teacher: Union[BaseTeacher, str, None] = None,
         num_interaction: int = 16000,
         num_feed: int = 1,
@@ -85,8 +95,10 @@ class PreferenceRewardMixin:
     ) -> None:
         if reward_model is not None and not isinstance(reward_model, RewardModel):
             raise ValueError(f"reward_model must be a sb3_pref.RewardModel or None, got {type(reward_model).__name__}")
+        arguments = locals()
+        self._check_reward_model_arguments(reward_model, reward_model_kwargs, arguments)
         if unsuper_flag is None:
-            unsuper_flag = self.default_unsuper_flag if reward_model is not None else 0
+            unsuper_flag = self.default_unsuper_flag if reward_model is not None or reward_model_kwargs else 0
         if unsuper_flag not in (0, 1, 2):
             raise ValueError(f"unsuper_flag must be 0 (no pretraining), 1 or 2, got {unsuper_flag!r}")
         for name, value in [("num_interaction", num_interaction), ("unsuper_step", unsuper_step + 1)]:
@@ -97,6 +109,9 @@ class PreferenceRewardMixin:
         if size_segment is not None and max_ep_len is not None and size_segment > max_ep_len:
             raise ValueError(f"size_segment={size_segment} is longer than max_ep_len={max_ep_len}: lower size_segment")
         self.reward_model = reward_model
+        self.reward_model_kwargs = dict(reward_model_kwargs) if reward_model_kwargs else None
+        if self.reward_model_kwargs is not None and size_segment is not None:
+            self.reward_model_kwargs["size_segment"] = int(size_segment)
         self.teacher = teacher
         self.num_interaction = int(num_interaction)
         self.num_feed = num_feed
@@ -129,7 +144,11 @@ class PreferenceRewardMixin:
         # Also on load, where teacher=... may be given to load() as a preset name.
         self.teacher = make_teacher(self.teacher)
         self._pref_encoder: Optional[FeatureEncoder] = None
-        if self.reward_model is None and self._reward_model_config is not None:
+        if self.reward_model is None and self.reward_model_kwargs is not None:
+            # Built here, on creation and on load alike, from the spaces SB3 has just set up.
+            self.reward_model = RewardModel(self._reward_observation_space(), self.action_space, **self.reward_model_kwargs)
+            self._reward_model_config = self.reward_model.get_config()
+        elif self.reward_model is None and self._reward_model_config is not None:
             # Loading: the weights arrive afterwards through set_parameters.
             self.reward_model = RewardModel.from_config(self._reward_model_config, teacher=self.teacher)
         # After the reward model is rebuilt: a model saved with unsuper_flag=0 needs the encoder too.
@@ -167,6 +186,32 @@ class PreferenceRewardMixin:
             anneal_lr=self.anneal_reward_lr,
             seed=self.seed,
         )
+
+    @classmethod
+    def _check_reward_model_arguments(
+        cls, reward_model: Optional[RewardModel], reward_model_kwargs: Optional[dict[str, Any]], arguments: dict[str, Any]
+    ) -> None:
+        """Before training starts: a config with preference settings but no model would silently train on the env's reward."""
+        if reward_model is not None and reward_model_kwargs is not None:
+            raise ValueError("reward_model and reward_model_kwargs were both given: pass one of them")
+        if reward_model_kwargs is not None and not isinstance(reward_model_kwargs, dict):
+            raise ValueError(f"reward_model_kwargs must be a dict of RewardModel arguments, got {reward_model_kwargs!r}")
+        for key in ("obs_dim", "act_dim"):
+            if key in (reward_model_kwargs or {}):
+                raise ValueError(f"reward_model_kwargs must not contain {key!r}: the env's spaces are used")
+        if reward_model is not None or reward_model_kwargs is not None:
+            return
+        defaults = inspect.signature(PreferenceRewardMixin.__init__).parameters
+        given = [
+            name for name in cls.model_only_arguments
+            if name in arguments and name in defaults and arguments[name] != defaults[name].default
+        ]  # fmt: skip
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} given without a reward model: they only apply to preference learning. Pass "
+                "reward_model=RewardModel(env.observation_space, env.action_space, ...) or reward_model_kwargs={...} "
+                "(e.g. in a YAML config), or remove them to train on the env's reward"
+            )
 
     def _ensure_encoder(self) -> None:
         # Only runs that learn a reward or pretrain need flat features (image envs can still use the true reward).
