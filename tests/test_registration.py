@@ -64,7 +64,8 @@ def test_version_check_names_the_clash_and_accepts_the_pinned_pair():
     # dm-control 1.0.50's requirement against Meta-World's MuJoCo: the clash of issue 16.
     clash = find_mujoco_clashes("3.3.0", {"dm-control": ("1.0.50", ["mujoco>=3.3.8", "numpy>=1.9.0"])})
     assert clash == ["dm-control 1.0.50 needs mujoco>=3.3.8 but mujoco 3.3.0 is installed"]
-    assert find_mujoco_clashes("3.3.0", {"dm-control": ("1.0.28", ["mujoco>=3.2.7"]), "metaworld": ("3.1.1", ["mujoco==3.3.0"])}) == []
+    pinned = {"dm-control": ("1.0.28", ["mujoco>=3.2.7"]), "metaworld": ("3.1.1", ["mujoco==3.3.0"])}
+    assert find_mujoco_clashes("3.3.0", pinned) == []
     # Requirements behind an extra are not the package's own.
     assert find_mujoco_clashes("3.3.0", {"x": ("1", ['mujoco>=4; extra == "gpu"'])}) == []
     assert find_mujoco_clashes(None, {"dm-control": ("1.0.50", ["mujoco>=3.3.8"])}) == []

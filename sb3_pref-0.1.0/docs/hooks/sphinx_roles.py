@@ -1,0 +1,50 @@
+"""
+MkDocs hook: turns the Sphinx roles of our docstrings (``:class:`~a.b.C```, ``:func:`f```, ...) into
+cross-references. mkdocstrings renders them as the literal text ``:class:`` followed by code; here each
+becomes an optional autoref, which mkdocs-autorefs links when the target has an API entry and leaves as
+plain code otherwise. Short names (``:class:`RewardModel```) are looked up among the public names of
+the package's modules, so docstrings can stay as readable as they are in the source.
+"""
+
+import importlib
+import inspect
+import pkgutil
+import re
+
+ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|obj|exc):<code>(~?)([\w.]+)</code>")
+
+
+def _public_names() -> dict[str, str]:
+    """Short name -> full dotted path, for each public class and function defined in ``sb3_pref``."""
+    import sb3_pref
+
+    homes: dict[str, set[str]] = {}
+    for info in pkgutil.walk_packages(sb3_pref.__path__, "sb3_pref."):
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:  # an optional extra that is not installed: its names stay plain code
+            continue
+        for name, obj in vars(module).items():
+            if not name.startswith("_") and (inspect.isclass(obj) or inspect.isfunction(obj)) and obj.__module__ == info.name:
+                homes.setdefault(name, set()).add(f"{info.name}.{obj.__qualname__}")
+    # A short name defined in two modules is ambiguous: it stays plain code.
+    return {name: paths.pop() for name, paths in homes.items() if len(paths) == 1}
+
+
+def on_config(config):
+    global _NAMES
+    _NAMES = _public_names()
+    return config
+
+
+_NAMES: dict[str, str] = {}
+
+
+def on_page_content(html, page, config, files):
+    def link(match):
+        short, target = match.group(1), match.group(2)
+        identifier = _NAMES.get(target, target)
+        title = target.rsplit(".", 1)[-1] if short else target
+        return f'<autoref identifier="{identifier}" optional><code>{title}</code></autoref>'
+
+    return ROLE.sub(link, html)

@@ -1,0 +1,81 @@
+"""
+The README's main job: teach a dm_control agent from preferences of a scripted teacher, never
+showing the policy the task's reward, and report what a user wants to see.
+
+    python examples/quickstart.py --env cartpole_balance --total-timesteps 120000
+"""
+
+import argparse
+import time
+
+import numpy as np
+import torch as th
+from stable_baselines3.common.evaluation import evaluate_policy
+
+from sb3_pref import PPO_REWARD, RewardModel
+from sb3_pref.envs import make_vec_dmcontrol_env
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="cartpole_balance", help="dm_control task as domain_task")
+    parser.add_argument("--total-timesteps", type=int, default=120_000)
+    parser.add_argument("--n-envs", type=int, default=8)
+    parser.add_argument("--teacher", default="oracle", help="oracle, noisy, myopic, mistake, skip or equal")
+    parser.add_argument("--max-feed", type=int, default=400, help="total number of preference queries")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", default="runs/quickstart/model", help="where to save the trained model")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    th.set_num_threads(2)
+    env = make_vec_dmcontrol_env(args.env, n_envs=args.n_envs, seed=args.seed)
+    eval_env = make_vec_dmcontrol_env(args.env, n_envs=1, seed=args.seed + 1000)
+    reward_model = RewardModel(env.observation_space, env.action_space, size_segment=50, mb_size=50, hidden_dim=128)
+    model = PPO_REWARD(
+        "MlpPolicy",
+        env,
+        reward_model=reward_model,
+        teacher=args.teacher,
+        n_steps=500,
+        batch_size=500,
+        n_epochs=10,
+        learning_rate=3e-4,
+        gae_lambda=0.92,
+        num_interaction=12_000,
+        max_feed=args.max_feed,
+        feed_type="disagreement",
+        unsuper_step=8_000,
+        unsuper_n_epochs=10,
+        re_update=50,
+        policy_kwargs={"net_arch": {"pi": [128, 128], "vf": [128, 128]}},
+        seed=args.seed,
+        verbose=0,
+    )
+    before, _ = evaluate_policy(model, eval_env, n_eval_episodes=3)
+    start = time.time()
+    model.learn(args.total_timesteps, progress_bar=False)
+    minutes = (time.time() - start) / 60
+    after, after_std = evaluate_policy(model, eval_env, n_eval_episodes=5)
+    model.save(args.output)
+
+    learner = model.pref_learner
+    obs, actions, true = learner.store.last_transitions(20_000)
+    correlation = np.corrcoef(learner.predict_rewards(obs, actions), true)[0, 1]
+    counters = learner.counters()
+    header = f"{args.env}, {args.teacher} teacher, {args.total_timesteps} steps in {minutes:.1f} min"
+    print(f"\n== sb3-pref quickstart: {header} ==")
+    print(f"true return (never seen by the policy): {before:7.1f} before  ->  {after:7.1f} ± {after_std:.1f} after")
+    print(
+        f"feedback used: {counters['total_feed']:.0f} of {args.max_feed} queries "
+        f"({counters['labeled_feedback']:.0f} labelled, {counters['skipped']:.0f} skipped, {counters['equal']:.0f} equal)"
+    )
+    print(f"learned vs true reward: {learner.oracle_agreement(4000):.1%} agreement on fresh segment pairs")
+    print(f"                        {correlation:.2f} correlation per step over the last {len(true)} transitions")
+    print(f"model saved to {args.output}.zip")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""k-nearest-neighbour state-entropy reward for unsupervised pretraining (PrefPPO / PEBBLE)."""
+
+from typing import Union
+
+import numpy as np
+import torch as th
+from stable_baselines3.common.running_mean_std import RunningMeanStd
+
+# Only guards against division by zero when every distance seen so far is the same.
+_STD_EPS = 1e-8
+
+
+class StateEntropyReward:
+    """
+    Intrinsic reward that favours visiting new states: the distance from each observation to its
+    ``k``-th nearest neighbour among recently stored observations (a particle estimate of state
+    entropy), divided by a running standard deviation of those distances. The reward is scaled but
+    deliberately not mean-centred, so it stays positive.
+
+    Differences from the original PrefPPO/PEBBLE code:
+
+    - it runs once per rollout batch, not once per env step: the whole batch is added to the buffer
+      first, so observations of the same batch count as each other's neighbours;
+    - the running std uses SB3's :class:`RunningMeanStd` (the original's parallel-variance update
+      had a bug that mis-scaled the reward);
+    - observations are the raw ones (never VecNormalize-d) and any device works, CPU included.
+
+    :param obs_dim: flat observation size
+    :param capacity: observations kept in the neighbour buffer (oldest overwritten)
+    :param k: which neighbour's distance is the reward (the point itself is not counted)
+    :param device: where the buffer lives and distances are computed
+    :param max_chunk_bytes: upper bound on the size of one block of query-to-buffer distances;
+        queries are processed in chunks to respect it (at least one query per chunk)
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        capacity: int,
+        k: int = 5,
+        device: Union[str, th.device] = "cpu",
+        max_chunk_bytes: int = 64 * 2**20,
+    ) -> None:
+        for name, value in (("obs_dim", obs_dim), ("capacity", capacity), ("k", k), ("max_chunk_bytes", max_chunk_bytes)):
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        self.obs_dim = int(obs_dim)
+        self.capacity = int(capacity)
+        self.k = int(k)
+        self.device = th.device(device)
+        self.max_chunk_bytes = int(max_chunk_bytes)
+        self.buffer = th.zeros((self.capacity, self.obs_dim), dtype=th.float32, device=self.device)
+        self.pos = 0  # next row written
+        self.size = 0
+        # A tiny prior count: SB3's default (1e-4 of a sample with mean 0, var 1) would bias the
+        # variance by about 1e-4 * mean**2, which is large for distances whose mean dwarfs their std.
+        self.distance_stats = RunningMeanStd(epsilon=1e-12, shape=())
+
+    def _as_tensor(self, obs: np.ndarray, name: str = "obs") -> th.Tensor:
+        array = np.asarray(obs, dtype=np.float32)
+        if array.ndim != 2 or array.shape[1] != self.obs_dim:
+            raise ValueError(f"{name} has shape {array.shape}, expected (n, {self.obs_dim})")
+        return th.as_tensor(array, device=self.device)
+
+    def add(self, obs: np.ndarray) -> None:
+        """
+        Store observations, overwriting the oldest once full (if more than ``capacity`` rows are
+        given, only the last ``capacity`` are kept).
+
+        :param obs: ``(n, obs_dim)`` raw observations
+        """
+        rows = self._as_tensor(obs)[-self.capacity :]
+        index = (self.pos + th.arange(len(rows), device=self.device)) % self.capacity
+        self.buffer[index] = rows
+        self.pos = (self.pos + len(rows)) % self.capacity
+        self.size = min(self.size + len(rows), self.capacity)
+
+    @th.no_grad()
+    def knn_distance(self, obs: np.ndarray) -> np.ndarray:
+        """
+        Distance from each query to its ``k``-th nearest stored neighbour, the query itself excluded.
+        Queries are assumed to be stored already, so exactly one zero self-distance is skipped by
+        taking the ``(k + 1)``-th smallest distance over the buffer; duplicates of a query (other
+        rows at distance 0) still count as neighbours. While fewer than ``k + 1`` rows are stored,
+        the largest distance available is used.
+
+        :param obs: ``(n, obs_dim)`` raw observations
+        :return: ``(n,)`` float32 distances
+        """
+        queries = self._as_tensor(obs)
+        if self.size == 0:
+            raise ValueError("the neighbour buffer is empty: add observations before querying distances")
+        stored = self.buffer[: self.size]
+        n_neighbours = min(self.k + 1, self.size)
+        bytes_per_query = self.size * stored.element_size()
+        chunk = max(1, self.max_chunk_bytes // bytes_per_query)
+        distances = []
+        for begin in range(0, len(queries), chunk):
+            # The direct (non-matmul) mode is exact: the matmul shortcut turns a zero self-distance
+            # into rounding noise, which would mis-rank duplicates, for at most ~2x the time.
+            block = th.cdist(queries[begin : begin + chunk], stored, compute_mode="donot_use_mm_for_euclid_dist")
+            distances.append(th.topk(block, n_neighbours, dim=1, largest=False).values[:, -1])
+        if not distances:
+            return np.zeros(0, dtype=np.float32)
+        return th.cat(distances).cpu().numpy().astype(np.float32)
+
+    @property
+    def distance_std(self) -> float:
+        """:return: the running std of all distances seen by :meth:`compute`"""
+        return float(np.sqrt(self.distance_stats.var))
+
+    def compute(self, obs: np.ndarray) -> np.ndarray:
+        """
+        Add a rollout batch, then reward each observation with its k-NN distance over the running std.
+
+        :param obs: ``(n, obs_dim)`` raw observations (e.g. a flattened rollout buffer)
+        :return: ``(n,)`` float32 rewards
+        """
+        self.add(obs)
+        distances = self.knn_distance(obs)
+        if len(distances) > 0:
+            self.distance_stats.update(distances.astype(np.float64))
+        return (distances / max(self.distance_std, _STD_EPS)).astype(np.float32)
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """:return: buffer (oldest first) and running statistics as numpy arrays only"""
+        order = (self.pos - self.size + np.arange(self.size)) % self.capacity
+        return {
+            "buffer": self.buffer[th.as_tensor(order, device=self.device)].cpu().numpy(),
+            "stats_mean": np.asarray(self.distance_stats.mean, dtype=np.float64),
+            "stats_var": np.asarray(self.distance_stats.var, dtype=np.float64),
+            "stats_count": np.asarray(self.distance_stats.count, dtype=np.float64),
+        }
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """
+        Restore a state from :meth:`state_dict` (the buffer is laid out oldest first; if it holds more
+        rows than this instance's capacity, the newest are kept).
+
+        :param state: the saved state
+        """
+        stored = np.asarray(state["buffer"], dtype=np.float32)
+        if stored.ndim != 2 or stored.shape[1] != self.obs_dim:
+            raise ValueError(f"state['buffer'] has shape {stored.shape}, expected (n, {self.obs_dim})")
+        self.pos, self.size = 0, 0
+        self.add(stored)
+        self.distance_stats.mean = np.asarray(state["stats_mean"], dtype=np.float64)
+        self.distance_stats.var = np.asarray(state["stats_var"], dtype=np.float64)
+        self.distance_stats.count = float(state["stats_count"])

@@ -1,0 +1,300 @@
+"""
+The preference loop, independent of any RL algorithm: transitions go into a segment store; a query
+round picks pairs of segments, asks the teacher, stores the labels and refits the reward model;
+the model then relabels whole rollouts in one batched pass.
+"""
+
+from typing import Any, Optional, Union
+
+import numpy as np
+import torch as th
+
+from sb3_pref.common.preferences import PreferenceDataset
+from sb3_pref.common.query import QUERY_METHODS, candidate_count, resolve_query_method, select_queries
+from sb3_pref.common.reward_model import RewardModel
+from sb3_pref.common.segments import SegmentBatch, SegmentStore
+from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
+
+
+def to_torch_state(value: Any) -> Any:
+    """Numpy arrays to tensors (recursively), so the state loads with ``torch.load(weights_only=True)``."""
+    if isinstance(value, dict):
+        return {key: to_torch_state(item) for key, item in value.items()}
+    if isinstance(value, np.ndarray):
+        # A copy: the arrays may be read-only views, and np.ascontiguousarray would make 0-d arrays 1-d.
+        return th.from_numpy(value.copy())
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def to_numpy_state(value: Any) -> Any:
+    """Inverse of :func:`to_torch_state`."""
+    if isinstance(value, dict):
+        return {key: to_numpy_state(item) for key, item in value.items()}
+    if isinstance(value, th.Tensor):
+        return value.cpu().numpy()
+    return value
+
+
+class PreferenceLearner:
+    """
+    Owns everything preference learning needs besides the policy: the segment store, the teacher,
+    query selection, the labelled pairs, the reward model and the feedback budget.
+
+    :param reward_model: the reward model to train (it also supplies ``size_segment``, ``mb_size``
+        and ``large_batch``)
+    :param n_envs: number of parallel envs whose transitions are stored
+    :param teacher: who labels the queries; defaults to ``reward_model.teacher``
+    :param feed_type: query selection, by B-Pref id (0-5) or name (see ``QUERY_METHODS``)
+    :param max_feed: total feedback budget (queries asked, skipped ones included)
+    :param re_update: the most reward-training epochs per query round
+    :param target_accuracy: early-stop threshold on the reward model's training accuracy
+    :param max_ep_len: episode length used for the teacher's thresholds; None uses the observed mean
+    :param segment_capacity: transitions kept for drawing segments (oldest dropped)
+    :param normalize_rewards: rescale predictions to mean 0 / std 1 on recent transitions after each refit
+    :param anneal_lr: decay the reward model's learning rate to 0 within each round
+    :param n_eval_pairs: fresh pairs used to measure agreement with an oracle after each round
+    :param seed: seed of the learner's generator (segment sampling, minibatch order)
+    """
+
+    def __init__(
+        self,
+        reward_model: RewardModel,
+        n_envs: int,
+        teacher: Optional[BaseTeacher] = None,
+        feed_type: Union[int, str] = 0,
+        max_feed: int = 1400,
+        re_update: int = 100,
+        target_accuracy: float = 0.97,
+        max_ep_len: Optional[int] = None,
+        segment_capacity: int = 100_000,
+        normalize_rewards: bool = False,
+        anneal_lr: bool = False,
+        n_eval_pairs: int = 256,
+        seed: Optional[int] = None,
+    ) -> None:
+        self.feed_type = resolve_query_method(feed_type)
+        if max_feed < reward_model.mb_size:
+            raise ValueError(
+                f"max_feed={max_feed} is smaller than one query round (mb_size={reward_model.mb_size}): "
+                "raise max_feed or lower the reward model's mb_size (re_batch)"
+            )
+        if re_update < 1:
+            raise ValueError(f"re_update must be >= 1, got {re_update}")
+        if max_ep_len is not None and max_ep_len < 1:
+            raise ValueError(f"max_ep_len must be a positive number of steps, got {max_ep_len}")
+        self.reward_model = reward_model
+        self.teacher = teacher if teacher is not None else reward_model.teacher
+        self.max_feed = int(max_feed)
+        self.re_update = int(re_update)
+        self.target_accuracy = float(target_accuracy)
+        self.max_ep_len = max_ep_len
+        self.normalize_rewards = normalize_rewards
+        self.anneal_lr = anneal_lr
+        self.n_eval_pairs = int(n_eval_pairs)
+        self.rng = np.random.default_rng(seed)
+        self.store = SegmentStore(n_envs, reward_model.obs_dim, reward_model.act_dim, capacity=segment_capacity)
+        # Room beyond the budget: a resumed run re-asks the queries of its last unsaved round while a
+        # person's answers to them may still arrive, and no answer should push out an older one.
+        self.dataset = PreferenceDataset(capacity=2 * self.max_feed)
+        self.total_feed = 0
+        self.labeled_feedback = 0
+        self.n_rounds = 0
+        # Affine map applied to predictions when normalize_rewards is on (identity otherwise).
+        self.reward_shift = 0.0
+        self.reward_scale = 1.0
+
+    @property
+    def size_segment(self) -> int:
+        return self.reward_model.size_segment
+
+    @property
+    def budget_left(self) -> int:
+        return self.max_feed - self.total_feed
+
+    # ------------------------------------------------------------------ data in
+    def add_transitions(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        dones: np.ndarray,
+        extras: Optional[dict[str, np.ndarray]] = None,
+    ) -> None:
+        """
+        :param obs: encoded raw observations ``(T, n_envs, obs_dim)``
+        :param actions: encoded actions ``(T, n_envs, act_dim)``
+        :param rewards: true rewards ``(T, n_envs)`` (for the scripted teacher and for logging)
+        :param dones: episode ends ``(T, n_envs)``
+        :param extras: per-step values the teacher needs (``teacher.required_info_keys``), ``(T, n_envs, dim)``
+        """
+        self.store.add(obs, actions, rewards, dones, extras=extras)
+
+    def predict_rewards(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """Predicted rewards of encoded ``(..., obs_dim)`` / ``(..., act_dim)`` arrays, in one batched pass."""
+        mean, _ = self.reward_model.predict(np.concatenate([obs, actions], axis=-1))
+        return (mean - self.reward_shift) / self.reward_scale
+
+    # ------------------------------------------------------------- query round
+    def segment_margin(self) -> float:
+        """B-Pref's teacher margin: the mean true return of one segment in recent episodes."""
+        returns = self.store.recent_episode_returns
+        if len(returns) > 0:
+            max_ep_len = self.max_ep_len or float(np.mean(self.store.recent_episode_lengths))
+            return float(np.mean(returns) * self.size_segment / max_ep_len)
+        # No episode has finished yet (long episodes): the same quantity from per-step rewards.
+        _, _, rewards = self.store.last_transitions(len(self.store))
+        return float(np.mean(rewards) * self.size_segment) if len(rewards) else 0.0
+
+    def query_round(self, method: Optional[Union[int, str]] = None) -> dict[str, float]:
+        """
+        Store the teacher's late labels (if it has any), ask up to ``mb_size`` queries (clamped to the
+        budget left), store the labels, refit the model. Once the budget is spent, a round with late
+        labels still refits the model; a round with nothing new does nothing and returns ``{}``.
+
+        :param method: query selection for this round; None uses ``feed_type`` (uniform on the first round)
+        :return: statistics of the round, keys as logged under ``reward/``
+        """
+        n_late = self._add_late_labels()
+        n_queries = min(self.reward_model.mb_size, self.budget_left)
+        if n_queries <= 0 and n_late == 0:
+            return {}
+        stats: dict[str, float] = {"late_labels": float(n_late)} if n_late else {}
+        if n_queries > 0:
+            if method is None:
+                method = "uniform" if self.n_rounds == 0 else self.feed_type
+            method = resolve_query_method(method)
+            self.teacher.update_margin(self.segment_margin())
+            seg_0, seg_1 = self._select(method, n_queries)
+            labels = np.asarray(self.teacher.label_pairs(seg_0, seg_1), dtype=np.float64)
+            self.total_feed += n_queries
+            self.labeled_feedback += self.dataset.add(seg_0, seg_1, labels)
+            self.n_rounds += 1
+            stats["round_queries"] = float(n_queries)
+        if len(self.dataset) > 0:
+            fit = self.reward_model.train(
+                self.dataset,
+                self.rng,
+                max_epochs=self.re_update,
+                target_accuracy=self.target_accuracy,
+                anneal_lr=self.anneal_lr,
+            )
+            stats.update(model_train_accuracy=fit["accuracy"], model_train_loss=fit["loss"], model_train_epochs=fit["epochs"])
+        if self.normalize_rewards:
+            self._fit_normalisation()
+        stats["true_pref_accuracy"] = self.oracle_agreement()
+        return stats
+
+    def _add_late_labels(self) -> int:
+        """
+        Teachers whose answers can arrive after ``label_pairs`` returned (a person answering
+        asynchronously) expose ``late_labels() -> (seg_0, seg_1, labels) | None``; those pairs join the
+        dataset here. They were counted against the budget when they were asked.
+
+        :return: labelled (non-skipped) pairs added
+        """
+        late_labels = getattr(self.teacher, "late_labels", None)
+        delivered = late_labels() if late_labels is not None else None
+        if delivered is None:
+            return 0
+        seg_0, seg_1, labels = delivered
+        added = self.dataset.add(seg_0, seg_1, np.asarray(labels, dtype=np.float64))
+        self.labeled_feedback += added
+        return added
+
+    def _select(self, method: str, n_queries: int) -> tuple[SegmentBatch, SegmentBatch]:
+        n_candidates = candidate_count(method, n_queries, self.reward_model.large_batch)
+        seg_0 = self.store.sample(n_candidates, self.size_segment, self.rng)
+        seg_1 = self.store.sample(n_candidates, self.size_segment, self.rng)
+        if method == "uniform":
+            return seg_0, seg_1
+        returns_0 = self.reward_model.member_returns(seg_0.features)
+        returns_1 = self.reward_model.member_returns(seg_1.features)
+        labelled_0 = labelled_1 = None
+        if "kcenter" in method and len(self.dataset) > 0:
+            obs_dim = self.reward_model.obs_dim
+            labelled_0 = self.dataset.features_0[..., :obs_dim]
+            labelled_1 = self.dataset.features_1[..., :obs_dim]
+        index = select_queries(
+            method, n_queries, returns_0, returns_1, seg_0.obs, seg_1.obs, labelled_obs_0=labelled_0, labelled_obs_1=labelled_1
+        )
+        return seg_0.take(index), seg_1.take(index)
+
+    def _fit_normalisation(self, n_transitions: int = 10_000) -> None:
+        obs, actions, _ = self.store.last_transitions(n_transitions)
+        raw, _ = self.reward_model.predict(np.concatenate([obs, actions], axis=-1))
+        self.reward_shift = float(raw.mean())
+        self.reward_scale = float(raw.std()) + 1e-8
+
+    def oracle_agreement(self, n_pairs: Optional[int] = None) -> float:
+        """Agreement of the model with a perfectly rational teacher on fresh pairs (ties left out)."""
+        n_pairs = n_pairs or self.n_eval_pairs
+        if n_pairs <= 0 or len(self.store) == 0:
+            return float("nan")
+        seg_0 = self.store.sample(n_pairs, self.size_segment, self.rng)
+        seg_1 = self.store.sample(n_pairs, self.size_segment, self.rng)
+        true_0, true_1 = seg_0.rewards.sum(1), seg_1.rewards.sum(1)
+        labels = np.where(true_0 == true_1, np.nan, (true_1 > true_0).astype(np.float64))
+        return self.reward_model.preference_accuracy(seg_0.features, seg_1.features, labels)
+
+    # ------------------------------------------------------------- persistence
+    def counters(self) -> dict[str, float]:
+        """Budget and teacher counters, keys as logged under ``reward/``."""
+        teacher = self.teacher.counters
+        return {
+            "total_feed": float(self.total_feed),
+            "labeled_feedback": float(self.labeled_feedback),
+            "skipped": float(teacher.get("skipped", 0)),
+            "equal": float(teacher.get("equal", 0)),
+            "flipped": float(teacher.get("flipped", 0)),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: budget, labels, stored segments, generators, teacher state."""
+        return to_torch_state(
+            {
+                "scalars": {
+                    "total_feed": self.total_feed,
+                    "labeled_feedback": self.labeled_feedback,
+                    "n_rounds": self.n_rounds,
+                    "reward_shift": self.reward_shift,
+                    "reward_scale": self.reward_scale,
+                    "n_envs": self.store.n_envs,
+                },
+                "rng": self.rng.bit_generator.state,
+                "teacher": self.teacher.state_dict(),
+                "dataset": self.dataset.state_dict(),
+                "store": self.store.state_dict(),
+                "reward_model_n_updates": self.reward_model.n_updates,
+            }
+        )
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        """Restore :meth:`state_dict` (``strict`` is accepted for SB3's ``set_parameters``)."""
+        state = to_numpy_state(state)
+        scalars = state["scalars"]
+        self.total_feed = int(scalars["total_feed"])
+        self.labeled_feedback = int(scalars["labeled_feedback"])
+        self.n_rounds = int(scalars["n_rounds"])
+        self.reward_shift = float(scalars["reward_shift"])
+        self.reward_scale = float(scalars["reward_scale"])
+        self.rng.bit_generator.state = state["rng"]
+        self.teacher.load_state_dict(state["teacher"])
+        self.dataset.load_state_dict(state["dataset"])
+        # Stored segments are laid out per env: a different number of envs starts a fresh store.
+        if int(scalars["n_envs"]) == self.store.n_envs:
+            self.store.load_state_dict(state["store"])
+        self.reward_model.n_updates = int(state["reward_model_n_updates"])
+
+
+def make_teacher(teacher: Union[BaseTeacher, str, None], seed: Optional[int] = None) -> Optional[BaseTeacher]:
+    """A teacher object from a teacher, a B-Pref preset name, or None."""
+    if teacher is None or isinstance(teacher, BaseTeacher):
+        return teacher
+    if isinstance(teacher, str):
+        return ScriptedTeacher.preset(teacher, seed=seed)
+    raise ValueError(f"teacher must be a BaseTeacher or one of {sorted(ScriptedTeacher.PRESETS)}, got {teacher!r}")
+
+
+__all__ = ["QUERY_METHODS", "PreferenceLearner", "make_teacher"]

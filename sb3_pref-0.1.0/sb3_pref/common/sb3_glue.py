@@ -1,0 +1,409 @@
+"""
+Plugs the preference core into any SB3 on-policy algorithm without rewriting its rollout loop.
+
+A transition's path: ``collect_rollouts`` steps the env and calls the callbacks; the
+:class:`RolloutRecorder` (always the first callback) copies the raw observation, the executed
+action, the true reward and the done flag. When the rollout is complete, and before any other
+callback sees it, :meth:`PreferenceRewardMixin._finish_rollout` hands the transitions to the
+:class:`~sb3_pref.common.learner.PreferenceLearner`, runs a query round when one is due, predicts
+the whole rollout's rewards in one batched pass and writes them into the rollout buffer with
+:func:`relabel_rollout`, which keeps SB3's time-limit bootstrap and recomputes the advantages.
+"""
+
+import inspect
+from typing import Any, Optional, Union
+
+import numpy as np
+from gymnasium import spaces
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList, ConvertCallback
+from stable_baselines3.common.type_aliases import MaybeCallback
+from torch import nn
+
+from sb3_pref.common.entropy import StateEntropyReward
+from sb3_pref.common.learner import PreferenceLearner, make_teacher, to_numpy_state, to_torch_state
+from sb3_pref.common.preprocessing import FeatureEncoder
+from sb3_pref.common.reward_model import RewardModel
+from sb3_pref.common.rollout import (
+    PHASE_PREFERENCE,
+    PHASE_PRETRAIN,
+    PHASE_TRUE_REWARD,
+    RolloutRecorder,
+    relabel_rollout,
+)
+from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
+
+
+class PreferenceRewardMixin:
+    """
+    Preference-based reward learning for an SB3 on-policy algorithm (``class X(PreferenceRewardMixin, PPO)``).
+
+    :param reward_model: the learned reward; None trains on the env's reward (after optional pretraining)
+    :param reward_model_kwargs: keyword arguments of :class:`~sb3_pref.common.reward_model.RewardModel`
+        without the spaces: the model is then built from the env's spaces in ``_setup_model`` (as SB3
+        builds the policy from ``policy_kwargs``), which config files (RL Zoo's YAML, Optuna) can express
+    :param teacher: who answers queries: a teacher object or a B-Pref preset name; None uses ``reward_model.teacher``
+    :param num_interaction: env steps (summed over envs) between query rounds
+    :param num_feed: accepted for B-Pref compatibility (it had no effect there either)
+    :param feed_type: query selection: 0-5 or a name (uniform, disagreement, entropy, kcenter,
+        kcenter_disagreement, kcenter_entropy)
+    :param re_update: the most reward-model epochs per query round (early stop at 97% training accuracy)
+    :param metaworld_flag: accepted for B-Pref compatibility; success is logged whenever the env reports it
+    :param max_feed: total feedback budget
+    :param unsuper_step: env steps of state-entropy pretraining (summed over envs)
+    :param unsuper_n_epochs: PPO epochs per update during pretraining (ignored by algorithms without epochs, e.g. A2C)
+    :param size_segment: segment length; overrides ``reward_model.size_segment`` when given
+    :param max_ep_len: episode length for the teacher's thresholds; None uses the observed mean
+    :param unsuper_flag: default of ``learn(unsuper_flag=...)``: 1 pretraining then preferences, 2
+        pretraining then the true reward, 0 no pretraining; None: the class's ``default_unsuper_flag``
+        with a reward model (PrefPPO: 1), 0 without one
+    :param normalize_reward: rescale predicted rewards to mean 0 / std 1 on recent transitions after each refit
+    :param anneal_reward_lr: decay the reward model's learning rate linearly to 0 within each round
+    :param segment_capacity: transitions kept for drawing query segments
+    :param entropy_k: k of the k-NN state-entropy reward
+    """
+
+    #: pretraining default when a reward model is given (B-Pref's PrefPPO pretrains)
+    default_unsuper_flag: int = 1
+    #: arguments that only mean something with a reward model: given without one, they are an error
+    model_only_arguments: tuple[str, ...] = (
+        "teacher", "num_interaction", "feed_type", "re_update", "max_feed", "size_segment",
+        "normalize_reward", "anneal_reward_lr", "segment_capacity",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        *args: Any,
+        reward_model: Optional[RewardModel] = None,
+        reward_model_kwargs: Optional[dict[str, Any]] = None,
+        teacher: Union[BaseTeacher, str, None] = None,
+        num_interaction: int = 16000,
+        num_feed: int = 1,
+        feed_type: Union[int, str] = 0,
+        re_update: int = 100,
+        metaworld_flag: bool = False,
+        max_feed: int = 1400,
+        unsuper_step: int = 32000,
+        unsuper_n_epochs: int = 50,
+        size_segment: Optional[int] = None,
+        max_ep_len: Optional[int] = None,
+        unsuper_flag: Optional[int] = None,
+        normalize_reward: bool = False,
+        anneal_reward_lr: bool = False,
+        segment_capacity: int = 100_000,
+        entropy_k: int = 5,
+        **kwargs: Any,
+    ) -> None:
+        if reward_model is not None and not isinstance(reward_model, RewardModel):
+            raise ValueError(f"reward_model must be a sb3_pref.RewardModel or None, got {type(reward_model).__name__}")
+        arguments = locals()
+        self._check_reward_model_arguments(reward_model, reward_model_kwargs, arguments)
+        if unsuper_flag is None:
+            unsuper_flag = self.default_unsuper_flag if reward_model is not None or reward_model_kwargs else 0
+        if unsuper_flag not in (0, 1, 2):
+            raise ValueError(f"unsuper_flag must be 0 (no pretraining), 1 or 2, got {unsuper_flag!r}")
+        for name, value in [("num_interaction", num_interaction), ("unsuper_step", unsuper_step + 1)]:
+            if value < 1:
+                raise ValueError(f"{name} must be positive, got {value}")
+        if size_segment is not None and reward_model is not None:
+            reward_model.size_segment = int(size_segment)
+        if size_segment is not None and max_ep_len is not None and size_segment > max_ep_len:
+            raise ValueError(f"size_segment={size_segment} is longer than max_ep_len={max_ep_len}: lower size_segment")
+        self.reward_model = reward_model
+        self.reward_model_kwargs = dict(reward_model_kwargs) if reward_model_kwargs else None
+        if self.reward_model_kwargs is not None and size_segment is not None:
+            self.reward_model_kwargs["size_segment"] = int(size_segment)
+        self.teacher = teacher
+        self.num_interaction = int(num_interaction)
+        self.num_feed = num_feed
+        self.feed_type = feed_type
+        self.re_update = int(re_update)
+        self.metaworld_flag = metaworld_flag
+        self.max_feed = int(max_feed)
+        self.unsuper_step = int(unsuper_step)
+        self.unsuper_n_epochs = int(unsuper_n_epochs)
+        self.max_ep_len = max_ep_len
+        self.unsuper_flag = unsuper_flag
+        self.normalize_reward = normalize_reward
+        self.anneal_reward_lr = anneal_reward_lr
+        self.segment_capacity = int(segment_capacity)
+        self.entropy_k = int(entropy_k)
+        # Progress that must survive save/load (plain values, stored in SB3's data file).
+        self._num_interactions = 0
+        self._unsuper_steps_done = 0
+        self._pretrain_done = False
+        self._rollout_phase = PHASE_TRUE_REWARD
+        self._reward_model_config = reward_model.get_config() if reward_model is not None else None
+        self._teacher_class = None
+        self.pref_learner: Optional[PreferenceLearner] = None
+        self.entropy_reward: Optional[StateEntropyReward] = None
+        super().__init__(*args, **kwargs)
+
+    # ------------------------------------------------------------------ set-up
+    def _setup_model(self) -> None:
+        super()._setup_model()
+        # Also on load, where teacher=... may be given to load() as a preset name.
+        self.teacher = make_teacher(self.teacher)
+        self._pref_encoder: Optional[FeatureEncoder] = None
+        if self.reward_model is None and self.reward_model_kwargs is not None:
+            # Built here, on creation and on load alike, from the spaces SB3 has just set up.
+            self.reward_model = RewardModel(self._reward_observation_space(), self.action_space, **self.reward_model_kwargs)
+            self._reward_model_config = self.reward_model.get_config()
+        elif self.reward_model is None and self._reward_model_config is not None:
+            # Loading: the weights arrive afterwards through set_parameters.
+            self.reward_model = RewardModel.from_config(self._reward_model_config, teacher=self.teacher)
+        # After the reward model is rebuilt: a model saved with unsuper_flag=0 needs the encoder too.
+        self._ensure_encoder()
+        if self.reward_model is None:
+            return
+        model = self.reward_model
+        if (model.obs_dim, model.act_dim) != (self._pref_encoder.obs_dim, self._pref_encoder.act_dim):
+            raise ValueError(
+                f"reward_model was built for obs_dim={model.obs_dim}, act_dim={model.act_dim}, but the env has "
+                f"obs_dim={self._pref_encoder.obs_dim}, act_dim={self._pref_encoder.act_dim}: build it with "
+                "RewardModel(env.observation_space, env.action_space, ...)"
+            )
+        teacher = self.teacher if self.teacher is not None else model.teacher
+        if self._teacher_class not in (None, type(teacher).__name__):
+            raise ValueError(f"this model was trained with a {self._teacher_class}: pass teacher=... to load()")
+        self._teacher_class = type(teacher).__name__
+        if self.seed is not None and model.n_updates == 0 and model.seed is None:
+            # An untrained model (or a fresh teacher) passed in without a seed follows the algorithm's
+            # seed, so that the same seed gives the same run.
+            model.reset_parameters(self.seed)
+        if self.seed is not None and isinstance(teacher, ScriptedTeacher) and teacher.seed is None:
+            if teacher.counters["asked"] == 0:
+                teacher.reseed(self.seed)
+        self.pref_learner = PreferenceLearner(
+            model,
+            n_envs=self.n_envs,
+            teacher=teacher,
+            feed_type=self.feed_type,
+            max_feed=self.max_feed,
+            re_update=self.re_update,
+            max_ep_len=self.max_ep_len,
+            segment_capacity=self.segment_capacity,
+            normalize_rewards=self.normalize_reward,
+            anneal_lr=self.anneal_reward_lr,
+            seed=self.seed,
+        )
+
+    @classmethod
+    def _check_reward_model_arguments(
+        cls, reward_model: Optional[RewardModel], reward_model_kwargs: Optional[dict[str, Any]], arguments: dict[str, Any]
+    ) -> None:
+        """Before training starts: a config with preference settings but no model would silently train on the env's reward."""
+        if reward_model is not None and reward_model_kwargs is not None:
+            raise ValueError("reward_model and reward_model_kwargs were both given: pass one of them")
+        if reward_model_kwargs is not None and not isinstance(reward_model_kwargs, dict):
+            raise ValueError(f"reward_model_kwargs must be a dict of RewardModel arguments, got {reward_model_kwargs!r}")
+        for key in ("obs_dim", "act_dim"):
+            if key in (reward_model_kwargs or {}):
+                raise ValueError(f"reward_model_kwargs must not contain {key!r}: the env's spaces are used")
+        if reward_model is not None or reward_model_kwargs is not None:
+            return
+        defaults = inspect.signature(PreferenceRewardMixin.__init__).parameters
+        given = [
+            name for name in cls.model_only_arguments
+            if name in arguments and name in defaults and arguments[name] != defaults[name].default
+        ]  # fmt: skip
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} given without a reward model: they only apply to preference learning. Pass "
+                "reward_model=RewardModel(env.observation_space, env.action_space, ...) or reward_model_kwargs={...} "
+                "(e.g. in a YAML config), or remove them to train on the env's reward"
+            )
+
+    def _ensure_encoder(self) -> None:
+        # Only runs that learn a reward or pretrain need flat features (image envs can still use the true reward).
+        if self._pref_encoder is None and (self.reward_model is not None or self.unsuper_flag in (1, 2)):
+            self._pref_encoder = FeatureEncoder(self._reward_observation_space(), self.action_space)
+
+    def _reward_observation_space(self) -> spaces.Space:
+        """The part of the observation the reward model and the entropy reward see (all of it here)."""
+        return self.observation_space
+
+    def _reward_observation(self, obs: Union[np.ndarray, dict]) -> Union[np.ndarray, dict]:
+        """:param obs: a batch of raw observations; :return: the part that :meth:`_reward_observation_space` describes"""
+        return obs
+
+    def _segment_ends(self, dones: np.ndarray, infos: list[dict[str, Any]]) -> np.ndarray:
+        """Where segments must not cross: episode ends (an algorithm playing several episodes as one may add its own)."""
+        return dones
+
+    def learn(
+        self,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        log_interval: int = 1,
+        tb_log_name: Optional[str] = None,
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+        unsuper_flag: Optional[int] = None,
+    ):
+        """
+        SB3's ``learn`` plus B-Pref's ``unsuper_flag`` (see the class docstring; None keeps the constructor's).
+        """
+        if unsuper_flag is not None:
+            if unsuper_flag not in (0, 1, 2):
+                raise ValueError(f"unsuper_flag must be 0 (no pretraining), 1 or 2, got {unsuper_flag!r}")
+            self.unsuper_flag = unsuper_flag
+            self._ensure_encoder()
+        return super().learn(
+            total_timesteps=total_timesteps,
+            callback=callback,
+            log_interval=log_interval,
+            tb_log_name=tb_log_name or type(self).__name__,
+            reset_num_timesteps=reset_num_timesteps,
+            progress_bar=progress_bar,
+        )
+
+    def _init_callback(self, callback: MaybeCallback, progress_bar: bool = False) -> BaseCallback:
+        if isinstance(callback, list):
+            callback = CallbackList(callback)
+        if callback is not None and not isinstance(callback, BaseCallback):
+            callback = ConvertCallback(callback)
+        # The recorder goes first so that user callbacks see the relabelled rollout.
+        recorder = [RolloutRecorder()] if self._pref_encoder is not None else []
+        callbacks = recorder + ([callback] if callback is not None else [])
+        return super()._init_callback(CallbackList(callbacks), progress_bar)
+
+    # ------------------------------------------------------------------ phases
+    def _pretraining(self) -> bool:
+        return self.unsuper_flag in (1, 2) and not self._pretrain_done and self._unsuper_steps_done < self.unsuper_step
+
+    def _begin_rollout(self) -> None:
+        if self._pretraining():
+            self._rollout_phase = PHASE_PRETRAIN
+            return
+        if self.unsuper_flag in (1, 2) and not self._pretrain_done:
+            self._end_pretraining()
+        use_preferences = self.pref_learner is not None and self.unsuper_flag != 2
+        self._rollout_phase = PHASE_PREFERENCE if use_preferences else PHASE_TRUE_REWARD
+
+    def _end_pretraining(self) -> None:
+        self._pretrain_done = True
+        self.entropy_reward = None
+        if self.unsuper_flag == 1 and self.pref_learner is not None and len(self.pref_learner.store) > 0:
+            self._log_round(self.pref_learner.query_round("uniform"))
+        self._num_interactions = 0
+        self._reset_value_head()
+
+    def _segment_info_keys(self) -> tuple[str, ...]:
+        """``info`` keys recorded with every transition: what the teacher needs to show a segment."""
+        teacher = self.pref_learner.teacher if self.pref_learner is not None else None
+        return tuple(getattr(teacher, "required_info_keys", ()))
+
+    def _reset_value_head(self) -> None:
+        """Re-initialise the value head (as SB3 initialises it) when the reward it predicted changes."""
+        value_net: nn.Linear = self.policy.value_net
+        for parameter in value_net.parameters():
+            self.policy.optimizer.state.pop(parameter, None)
+        nn.init.orthogonal_(value_net.weight, gain=1.0)
+        nn.init.zeros_(value_net.bias)
+
+    def _finish_rollout(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        true: np.ndarray,
+        seen: np.ndarray,
+        dones: np.ndarray,
+        next: Optional[np.ndarray] = None,
+        extras: Optional[dict[str, np.ndarray]] = None,
+    ) -> None:
+        n_transitions = true.size
+        learner = self.pref_learner
+        if learner is not None:
+            learner.add_transitions(obs, actions, true, dones, extras=extras)
+        if self._rollout_phase == PHASE_PRETRAIN:
+            self._unsuper_steps_done += n_transitions
+            if self.entropy_reward is None:
+                self.entropy_reward = StateEntropyReward(
+                    obs.shape[-1], capacity=max(self.unsuper_step, n_transitions), k=self.entropy_k
+                )
+            intrinsic = self.entropy_reward.compute(next.reshape(n_transitions, -1)).reshape(true.shape)
+            relabel_rollout(self.rollout_buffer, intrinsic, seen)
+            self.logger.record("reward/entropy_reward_mean", float(intrinsic.mean()))
+        elif self._rollout_phase == PHASE_PREFERENCE:
+            self._num_interactions += n_transitions
+            due = learner.n_rounds == 0 or self._num_interactions >= self.num_interaction
+            # Past the budget a round can still bring a teacher's late labels (query_round returns {} otherwise).
+            if due:
+                self._log_round(learner.query_round())
+                self._num_interactions = 0
+            predicted = learner.predict_rewards(obs, actions)
+            relabel_rollout(self.rollout_buffer, predicted, seen)
+            if predicted.std() > 0 and true.std() > 0:
+                self.logger.record("reward/pred_true_corr", float(np.corrcoef(predicted.ravel(), true.ravel())[0, 1]))
+        self.logger.record("reward/phase", self._rollout_phase)
+        if learner is not None:
+            for key, value in learner.counters().items():
+                self.logger.record(f"reward/{key}", value)
+
+    def _log_round(self, stats: dict[str, float]) -> None:
+        for key, value in stats.items():
+            self.logger.record(f"reward/{key}", value)
+
+    def train(self) -> None:
+        # Algorithms without epochs (A2C: one gradient step per rollout) pretrain with their usual update.
+        if self._rollout_phase != PHASE_PRETRAIN or not hasattr(self, "n_epochs"):
+            return super().train()
+        # B-Pref trains the policy harder on the intrinsic reward.
+        n_epochs, self.n_epochs = self.n_epochs, self.unsuper_n_epochs
+        try:
+            return super().train()
+        finally:
+            self.n_epochs = n_epochs
+
+    # ------------------------------------------------------------- persistence
+    def _excluded_save_params(self) -> list[str]:
+        return [*super()._excluded_save_params(), "reward_model", "teacher", "pref_learner", "entropy_reward", "_pref_encoder"]
+
+    def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
+        state_dicts, variables = super()._get_torch_save_params()
+        if self.reward_model is not None:
+            state_dicts = [*state_dicts, "reward_model.ensemble", "reward_model.optimizer", "pref_state"]
+        return state_dicts, variables
+
+    @property
+    def pref_state(self) -> "_PreferenceState":
+        """SB3 saves and loads this like a module: labels, segments, budget, teacher and pretraining buffer."""
+        return _PreferenceState(self)
+
+
+class _PreferenceState:
+    """Adapter giving SB3's ``save``/``set_parameters`` the ``state_dict`` interface of a module."""
+
+    def __init__(self, algorithm: PreferenceRewardMixin) -> None:
+        self.algorithm = algorithm
+
+    def state_dict(self) -> dict[str, Any]:
+        algorithm = self.algorithm
+        state: dict[str, Any] = {"learner": algorithm.pref_learner.state_dict()}
+        if algorithm.entropy_reward is not None:
+            state["entropy"] = to_torch_state(algorithm.entropy_reward.state_dict())
+            state["entropy_config"] = {
+                "obs_dim": algorithm.entropy_reward.obs_dim,
+                "capacity": algorithm.entropy_reward.capacity,
+            }
+        return state
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        algorithm = self.algorithm
+        algorithm.pref_learner.load_state_dict(state["learner"])
+        if "entropy" in state:
+            config = state["entropy_config"]
+            algorithm.entropy_reward = StateEntropyReward(
+                int(config["obs_dim"]), capacity=int(config["capacity"]), k=algorithm.entropy_k
+            )
+            algorithm.entropy_reward.load_state_dict(to_numpy_state(state["entropy"]))
+
+
+__all__ = [
+    "PHASE_PREFERENCE",
+    "PHASE_PRETRAIN",
+    "PHASE_TRUE_REWARD",
+    "PreferenceRewardMixin",
+    "RolloutRecorder",
+    "relabel_rollout",
+]

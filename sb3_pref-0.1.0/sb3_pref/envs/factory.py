@@ -1,0 +1,82 @@
+"""
+Helpers shared by the dm_control and Meta-World factories: optional imports with an actionable
+error, a headless OpenGL default, and the name-based dispatch between the two.
+"""
+
+import ctypes.util
+import importlib
+import os
+import sys
+from types import ModuleType
+from typing import Any, Optional, Union
+
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
+
+VecEnvClass = type[Union[DummyVecEnv, SubprocVecEnv]]
+
+_gl_checked = False
+
+
+def select_headless_gl_backend() -> None:
+    """
+    Point MuJoCo at OSMesa when nothing else can render: on Linux, with no display, no
+    ``MUJOCO_GL`` set by the user and ``libOSMesa`` installed.
+
+    dm_control fixes its OpenGL backend once, when it is first imported, and its automatic choice
+    (GLFW) imports fine on a headless machine but fails at the first ``render()``. Setting the
+    variable before that import makes ``render_mode="rgb_array"`` work out of the box on servers;
+    an explicit ``MUJOCO_GL`` (e.g. ``egl`` on a GPU node) is always respected.
+    """
+    global _gl_checked
+    if _gl_checked:
+        return
+    _gl_checked = True
+    if "MUJOCO_GL" in os.environ or not sys.platform.startswith("linux"):
+        return
+    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return
+    # Forcing a backend whose library is missing would break even non-rendering use of dm_control.
+    if ctypes.util.find_library("OSMesa") is not None:
+        os.environ["MUJOCO_GL"] = "osmesa"
+
+
+def import_optional(module: str, extra: str) -> ModuleType:
+    """
+    Import a dependency that only one family of environments needs.
+
+    :param module: the module to import, e.g. ``"dm_control.suite"``
+    :param extra: the ``sb3_pref`` extra that installs it, e.g. ``"dmc"``
+    :return: the imported module
+    :raises ImportError: naming the extra to install when the package itself is missing
+    """
+    select_headless_gl_backend()
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        # Only rewrite the message when the package itself is absent, not one of its own imports.
+        if error.name is None or module.split(".")[0] != error.name.split(".")[0]:
+            raise
+        raise ImportError(
+            f"{module} is not installed: install it with `pip install sb3_pref[{extra}]` "
+            f"(or `pip install 'sb3_pref[all]'`) to use these environments."
+        ) from error
+
+
+def make_benchmark_vec_env(name: str, n_envs: int = 1, seed: Optional[int] = 0, **kwargs: Any) -> VecEnv:
+    """
+    Dispatch a B-Pref style name to the matching factory, like B-Pref's ``metaworld_flag``:
+    ``metaworld_*`` / ``*-v2`` / ``*-v3`` names go to Meta-World, everything else to dm_control.
+
+    :param name: e.g. ``"walker_walk"`` or ``"metaworld_button-press-topdown-v2"``
+    :param n_envs: number of environments
+    :param seed: base seed, env ``i`` uses ``seed + i``
+    :param kwargs: passed on to ``make_vec_metaworld_env`` or ``make_vec_dmcontrol_env``
+    :return: the VecEnv
+    """
+    # Imported here because both modules import this one.
+    from sb3_pref.envs.dmc import make_vec_dmcontrol_env
+    from sb3_pref.envs.metaworld import is_metaworld_env_name, make_vec_metaworld_env
+
+    if is_metaworld_env_name(name):
+        return make_vec_metaworld_env(name, n_envs=n_envs, seed=seed, **kwargs)
+    return make_vec_dmcontrol_env(name, n_envs=n_envs, seed=seed, **kwargs)

@@ -1,0 +1,35 @@
+"""
+Grids of experiments: tasks x teachers x feedback budgets x seeds, for PPO on the true reward,
+PrefPPO and RL2, run on local processes or on Ray, resumable, and turned into figures and tables.
+
+    from sb3_pref.experiments import load_config, run_grid, write_report
+
+    result = run_grid("benchmarks/grid_smoke.yaml")      # python -m sb3_pref.experiments run ...
+    write_report(result.output_dir)                       # python -m sb3_pref.experiments report ...
+
+``pip install 'sb3_pref[experiments]'`` adds what it needs (PyYAML, Ray for ``backend="ray"``).
+"""
+
+from sb3_pref.experiments.config import Budget, ConfigError, GridConfig, RunSpec, load_config
+from sb3_pref.experiments.defaults import task_defaults
+from sb3_pref.experiments.report import write_report
+from sb3_pref.experiments.runner import GridResult, plan_grid, run_grid
+from sb3_pref.experiments.stats import bootstrap_ci, iqm, stratified_bootstrap_ci
+from sb3_pref.experiments.training import execute_run
+
+__all__ = [
+    "Budget",
+    "ConfigError",
+    "GridConfig",
+    "GridResult",
+    "RunSpec",
+    "bootstrap_ci",
+    "execute_run",
+    "iqm",
+    "load_config",
+    "plan_grid",
+    "run_grid",
+    "stratified_bootstrap_ci",
+    "task_defaults",
+    "write_report",
+]

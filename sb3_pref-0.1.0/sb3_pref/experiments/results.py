@@ -1,0 +1,242 @@
+"""
+The numbers of a grid report, read from the run folders: learning curves across seeds, final
+scores normalised by PPO on the true reward (B-Pref's metric) with IQMs and bootstrap intervals,
+reward-model quality against the feedback collected, and RL2 adaptation on held-out tasks.
+"""
+
+import csv
+import os
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from sb3_pref.experiments.config import RunSpec
+from sb3_pref.experiments.defaults import task_family
+from sb3_pref.experiments.records import FINISHED, RUN_FILE, STEP_KEY, RunRecord, merged_progress
+from sb3_pref.experiments.stats import bootstrap_ci, bootstrap_mean_curve, iqm, normalise, stratified_bootstrap_ci
+
+RETURN_KEY, SUCCESS_KEY = "rollout/ep_rew_mean", "rollout/success_rate"
+FEED_KEY = "reward/total_feed"
+QUALITY_KEYS = ("reward/true_pref_accuracy", "reward/pred_true_corr")
+BASELINE = "ppo"
+
+
+@dataclass
+class RunResult:
+    """A run folder's spec, status and merged log."""
+
+    run_dir: str
+    spec: RunSpec
+    status: str
+    wall_time: float
+    columns: dict[str, np.ndarray]
+
+    @property
+    def variant(self) -> str:
+        """What a curve's line is named: the teacher for PrefPPO, the algorithm otherwise."""
+        return self.spec.teacher if self.spec.algo == "prefppo" else {"ppo": "PPO (true reward)", "rl2": "RL2"}[self.spec.algo]
+
+    @property
+    def budget(self) -> str:
+        return self.spec.budget.label if self.spec.budget is not None else ""
+
+
+def load_runs(root: str, include_unfinished: bool = False) -> list[RunResult]:
+    """
+    Every run under ``root`` (any depth) that has a ``run.json``.
+
+    :param root: a grid's output folder
+    :param include_unfinished: also runs that have not finished (their logs so far)
+    :return: the runs, sorted by run id
+    """
+    runs = []
+    for folder, _, files in os.walk(root):
+        if RUN_FILE not in files:
+            continue
+        record = RunRecord(folder)
+        if not record.data.get("spec") or (record.status != FINISHED and not include_unfinished):
+            continue
+        runs.append(
+            RunResult(folder, record.spec, record.status, float(record.data.get("wall_time", 0.0)), merged_progress(folder))
+        )
+    return sorted(runs, key=lambda run: run.spec.run_id)
+
+
+def score_key(task: str, metaworld_metric: str = "success") -> str:
+    """The logged score of a task: the success rate on Meta-World (B-Pref's), the true return elsewhere."""
+    return SUCCESS_KEY if task_family(task) == "metaworld" and metaworld_metric == "success" else RETURN_KEY
+
+
+def final_score(columns: dict[str, np.ndarray], key: str, fraction: float = 0.1) -> float:
+    """Mean of ``key`` over the last ``fraction`` of its logged values (at least one); NaN if never logged."""
+    values = columns.get(key, np.array([]))
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return float("nan")
+    return float(values[-max(1, round(fraction * values.size)) :].mean())
+
+
+def learning_curves(runs: list[RunResult], key: str, n_points: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    """
+    The seeds' curves of ``key`` against env steps, interpolated on a common grid of steps from
+    the latest first log to the earliest last log.
+
+    :return: ``(steps (n_points,), values (n_seeds, n_points))``; empty arrays without data
+    """
+    curves = []
+    for run in runs:
+        if STEP_KEY not in run.columns or key not in run.columns:
+            continue
+        steps, values = run.columns[STEP_KEY], run.columns[key]
+        keep = np.isfinite(steps) & np.isfinite(values)
+        if keep.any():
+            curves.append((steps[keep], values[keep]))
+    if not curves:
+        return np.array([]), np.empty((0, 0))
+    first, last = max(c[0][0] for c in curves), min(c[0][-1] for c in curves)
+    grid = np.linspace(first, last, n_points) if last > first else np.array([last])
+    return grid, np.stack([np.interp(grid, steps, values) for steps, values in curves])
+
+
+def feedback_curves(runs: list[RunResult], key: str) -> tuple[np.ndarray, np.ndarray]:
+    """
+    ``key`` against the feedback asked so far (``reward/total_feed``): each seed's mean value at
+    each amount of feedback, aligned across seeds (NaN where a seed has no value).
+
+    :return: ``(feedback (n_points,), values (n_seeds, n_points))``
+    """
+    per_seed = []
+    for run in runs:
+        if FEED_KEY not in run.columns or key not in run.columns:
+            continue
+        feed, values = run.columns[FEED_KEY], run.columns[key]
+        keep = np.isfinite(feed) & np.isfinite(values)
+        by_feed: dict[float, list[float]] = defaultdict(list)
+        for amount, value in zip(feed[keep], values[keep]):
+            by_feed[float(amount)].append(float(value))
+        if by_feed:
+            per_seed.append({amount: float(np.mean(v)) for amount, v in by_feed.items()})
+    if not per_seed:
+        return np.array([]), np.empty((0, 0))
+    amounts = np.array(sorted({amount for seed in per_seed for amount in seed}))
+    return amounts, np.array([[seed.get(amount, np.nan) for amount in amounts] for seed in per_seed])
+
+
+def group_runs(runs: list[RunResult]) -> dict[tuple[str, str, str, str], list[RunResult]]:
+    """Runs by ``(task, budget, algo, variant)``: the seeds of one setting together."""
+    groups: dict[tuple[str, str, str, str], list[RunResult]] = defaultdict(list)
+    for run in runs:
+        groups[(run.spec.task, run.budget, run.spec.algo, run.variant)].append(run)
+    return dict(groups)
+
+
+def _nanmean(values: np.ndarray) -> float:
+    """Mean of the finite values; NaN (without numpy's warning) when there is none."""
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else float("nan")
+
+
+@dataclass
+class ScoreRow:
+    """Final scores of one setting (algorithm, teacher, budget) on every task, and aggregated over tasks."""
+
+    variant: str
+    budget: str
+    per_task: dict[str, np.ndarray]  # task -> one score per seed
+    mean: dict[str, tuple[float, float, float]]  # task -> (mean, low, high)
+    iqm: float = float("nan")
+    iqm_ci: tuple[float, float] = (float("nan"), float("nan"))
+    overall_mean: float = float("nan")
+    overall_mean_ci: tuple[float, float] = (float("nan"), float("nan"))
+
+
+def score_table(
+    runs: list[RunResult], normalised: bool = True, metaworld_metric: str = "success", fraction: float = 0.1, seed: int = 0
+) -> tuple[list[ScoreRow], dict[str, str]]:
+    """
+    Final score of every setting per task (mean and 95% bootstrap interval over seeds) and over all
+    tasks (IQM and mean with stratified-bootstrap intervals). With ``normalised``, each score is
+    divided by the mean final score of PPO on the true reward on the same task (B-Pref's metric).
+
+    :return: the rows (PPO first) and, per task, why it was left out (no PPO runs, PPO score <= 0)
+    """
+    baselines: dict[str, float] = {}
+    skipped: dict[str, str] = {}
+    raw: dict[tuple[str, str], dict[str, np.ndarray]] = defaultdict(dict)
+    for (task, budget, algo, variant), group in group_runs(runs).items():
+        if algo == "rl2":
+            continue
+        key = score_key(task, metaworld_metric)
+        raw[(variant, budget)][task] = np.array([final_score(run.columns, key, fraction) for run in group])
+        if algo == BASELINE:
+            baselines[task] = _nanmean(raw[(variant, budget)][task])
+    rows = []
+    for (variant, budget), per_task in sorted(raw.items(), key=lambda item: (item[0][0] != "PPO (true reward)", item[0])):
+        scores = {}
+        for task, values in per_task.items():
+            if not normalised:
+                scores[task] = values
+            elif task not in baselines:
+                skipped[task] = "no PPO runs on the true reward to normalise by"
+            elif not baselines[task] > 0:
+                skipped[task] = f"PPO's final score is {baselines[task]:.3g}: nothing to normalise by"
+            else:
+                scores[task] = normalise(values, baselines[task])
+        if not scores:
+            continue
+        row = ScoreRow(
+            variant=variant,
+            budget=budget,
+            per_task=scores,
+            mean={task: (_nanmean(v), *bootstrap_ci(v, seed=seed)) for task, v in scores.items()},
+        )
+        pooled = np.concatenate(list(scores.values()))
+        row.iqm, row.iqm_ci = iqm(pooled), stratified_bootstrap_ci(list(scores.values()), iqm, seed=seed)
+        row.overall_mean = _nanmean(pooled)
+        row.overall_mean_ci = stratified_bootstrap_ci(list(scores.values()), _nanmean, seed=seed)
+        rows.append(row)
+    return rows, skipped
+
+
+def read_adaptation(run_dir: str) -> Optional[dict[str, np.ndarray]]:
+    """
+    ``adaptation.csv`` of an RL2 run as the mean return per episode index for each agent.
+
+    :return: ``{agent: (K,) mean return over trials}``, None without the file
+    """
+    path = os.path.join(run_dir, "adaptation.csv")
+    if not os.path.exists(path):
+        return None
+    sums: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    with open(path, newline="") as handle:
+        for row in csv.DictReader(handle):
+            value = float(row["return"])
+            if np.isfinite(value):
+                sums[row["agent"]][int(row["episode"])].append(value)
+    return {agent: np.array([np.mean(by_episode[k]) for k in sorted(by_episode)]) for agent, by_episode in sums.items()}
+
+
+def adaptation_curves(runs: list[RunResult], seed: int = 0) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """
+    For each RL2 task and agent (RL2, random): mean return per episode index of a held-out trial,
+    with a 95% bootstrap interval across seeds.
+
+    :return: ``{task: {agent: (mean, low, high)}}``
+    """
+    per_task: dict[str, dict[str, list[np.ndarray]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        if run.spec.algo != "rl2":
+            continue
+        curves = read_adaptation(run.run_dir)
+        for agent, curve in (curves or {}).items():
+            per_task[run.spec.task][agent].append(curve)
+    result: dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+    for task, agents in per_task.items():
+        result[task] = {}
+        for agent, curves in agents.items():
+            length = min(len(c) for c in curves)
+            result[task][agent] = bootstrap_mean_curve(np.stack([c[:length] for c in curves]), seed=seed)
+    return result

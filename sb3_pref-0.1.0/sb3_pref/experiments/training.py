@@ -1,0 +1,251 @@
+"""
+One run of a grid, from its folder: start it, or resume it from its last checkpoint, train to its
+step count, save its outputs, and record all of it in ``run.json``.
+
+The order of the final writes is what makes a grid safe to interrupt anywhere: outputs, then the
+merged ``progress.csv``, then ``status: finished`` in ``run.json``, and only then the checkpoints
+are deleted. A run that is not ``finished`` is resumed from its newest readable checkpoint; a
+``finished`` run is never touched again.
+"""
+
+import os
+import re
+import shutil
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import CSVOutputFormat, HumanOutputFormat, KVWriter, Logger, TensorBoardOutputFormat
+
+from sb3_pref.experiments.bpref import has_tensorboard, make_env, make_ppo, make_prefppo, make_raw_env, save_outputs
+from sb3_pref.experiments.config import RunSpec, bpref_args
+from sb3_pref.experiments.records import (
+    FAILED,
+    FINISHED,
+    INTERRUPTED,
+    STEP_KEY,
+    RunLock,
+    RunRecord,
+    attempt_log_path,
+    merged_progress,
+    write_heartbeat,
+    write_progress,
+)
+
+CHECKPOINT_DIR = "checkpoints"
+_CHECKPOINT = re.compile(r"^ckpt_(\d+)\.zip$")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A saved model and, when the run normalises observations, its ``VecNormalize`` statistics."""
+
+    step: int
+    model: str
+    vecnormalize: Optional[str]
+
+
+def list_checkpoints(run_dir: str) -> list[Checkpoint]:
+    """The run's complete checkpoints, newest first."""
+    folder = os.path.join(run_dir, CHECKPOINT_DIR)
+    found = []
+    for name in os.listdir(folder) if os.path.isdir(folder) else []:
+        match = _CHECKPOINT.match(name)
+        if match:
+            statistics = os.path.join(folder, f"ckpt_{match.group(1)}_vecnormalize.pkl")
+            found.append(
+                Checkpoint(int(match.group(1)), os.path.join(folder, name), statistics if os.path.exists(statistics) else None)
+            )
+    return sorted(found, key=lambda checkpoint: -checkpoint.step)
+
+
+class RunCallback(BaseCallback):
+    """
+    Saves a checkpoint every ``every`` env steps, at the start of a rollout (after the previous
+    update, so a checkpoint holds exactly the steps that were trained on), keeps the newest
+    ``keep`` of them, and writes the heartbeat the grid's progress display reads.
+    """
+
+    def __init__(self, run_dir: str, every: int, total_timesteps: int, keep: int = 2, heartbeat_seconds: float = 5.0) -> None:
+        super().__init__()
+        self.run_dir, self.every, self.total, self.keep = run_dir, every, total_timesteps, keep
+        self.heartbeat_seconds = heartbeat_seconds
+        self._last_saved = 0
+        self._last_beat = 0.0
+
+    def _on_training_start(self) -> None:
+        self._last_saved = self.num_timesteps
+
+    def _on_rollout_start(self) -> None:
+        if self.num_timesteps - self._last_saved >= self.every:
+            self.save_checkpoint()
+            self._last_saved = self.num_timesteps
+        self._beat()
+
+    def _on_step(self) -> bool:
+        if time.monotonic() - self._last_beat > self.heartbeat_seconds:
+            self._beat()
+        return True
+
+    def _beat(self) -> None:
+        write_heartbeat(self.run_dir, self.num_timesteps, self.total)
+        self._last_beat = time.monotonic()
+
+    def save_checkpoint(self) -> None:
+        folder = os.path.join(self.run_dir, CHECKPOINT_DIR)
+        os.makedirs(folder, exist_ok=True)
+        base = os.path.join(folder, f"ckpt_{self.num_timesteps}")
+        vec_normalize = self.model.get_vec_normalize_env()
+        # Statistics first, model last: a checkpoint counts once its model file exists, and each
+        # file appears whole (written aside, then renamed).
+        if vec_normalize is not None:
+            vec_normalize.save(base + "_vecnormalize.pkl.tmp")
+            os.replace(base + "_vecnormalize.pkl.tmp", base + "_vecnormalize.pkl")
+        with open(base + ".zip.tmp", "wb") as handle:
+            self.model.save(handle)
+        os.replace(base + ".zip.tmp", base + ".zip")
+        for old in list_checkpoints(self.run_dir)[self.keep :]:
+            for path in (old.model, old.vecnormalize):
+                if path is not None and os.path.exists(path):
+                    os.remove(path)
+
+
+def make_logger(run_dir: str, attempt: int, stdout: bool = True) -> Logger:
+    """This attempt's CSV log, the run's tensorboard folder (shared by attempts) and optionally stdout."""
+    path = attempt_log_path(run_dir, attempt)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    formats: list[KVWriter] = [CSVOutputFormat(path)]
+    if has_tensorboard():
+        formats.append(TensorBoardOutputFormat(os.path.join(run_dir, "tb")))
+    if stdout:
+        formats.append(HumanOutputFormat(sys.stdout))
+    return Logger(folder=run_dir, output_formats=formats)
+
+
+# ------------------------------------------------------------------------------ ppo / prefppo
+def _build_bpref(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Checkpoint]) -> BaseAlgorithm:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from sb3_pref import PPO_REWARD
+
+    args = bpref_args(spec)
+    if checkpoint is None:
+        env = make_env(args, monitor_dir)
+        if spec.algo == "prefppo":
+            return make_prefppo(args, env, verbose=0, device="cpu")
+        return make_ppo(args, env, verbose=0, device="cpu")
+    env = make_raw_env(args, monitor_dir)
+    if args.normalize:
+        if checkpoint.vecnormalize is None:
+            raise FileNotFoundError(f"{checkpoint.model} has no VecNormalize statistics next to it")
+        env = VecNormalize.load(checkpoint.vecnormalize, env)
+    algorithm = PPO_REWARD if spec.algo == "prefppo" else PPO
+    return algorithm.load(checkpoint.model, env=env, device="cpu")
+
+
+def _finish_bpref(model: BaseAlgorithm, spec: RunSpec, run_dir: str) -> dict[str, Any]:
+    save_outputs(model, run_dir)
+    return {}
+
+
+def _kind(spec: RunSpec) -> tuple[Any, Any]:
+    if spec.algo == "rl2":
+        from sb3_pref.experiments.rl2_runs import build_rl2, finish_rl2
+
+        return build_rl2, finish_rl2
+    return _build_bpref, _finish_bpref
+
+
+def final_scores(run_dir: str) -> dict[str, float]:
+    """The run's final true return, success rate and reward-model quality, as the report computes them."""
+    from sb3_pref.experiments.results import QUALITY_KEYS, RETURN_KEY, SUCCESS_KEY, final_score
+
+    columns = merged_progress(run_dir)
+    scores = {key: final_score(columns, key) for key in (RETURN_KEY, SUCCESS_KEY, *QUALITY_KEYS) if key in columns}
+    if STEP_KEY in columns and columns[STEP_KEY].size:
+        scores[STEP_KEY] = float(np.nanmax(columns[STEP_KEY]))
+    return {key: value for key, value in scores.items() if np.isfinite(value)}
+
+
+def _load_newest(spec: RunSpec, run_dir: str, monitor_dir: str) -> tuple[BaseAlgorithm, Optional[Checkpoint]]:
+    """The model from the newest checkpoint that loads (older ones are fallbacks), or a new one."""
+    build, _ = _kind(spec)
+    for checkpoint in list_checkpoints(run_dir):
+        try:
+            return build(spec, monitor_dir, checkpoint), checkpoint
+        except Exception as error:  # a truncated file from a crash: try the one before
+            print(f"checkpoint {checkpoint.model} does not load ({error!r}): trying an older one", file=sys.stderr)
+    return build(spec, monitor_dir, None), None
+
+
+def execute_run(run_dir: str, backend: str = "local", stdout_log: bool = True) -> dict[str, Any]:
+    """
+    Train the run whose ``run.json`` is in ``run_dir`` to its step count (resuming from its newest
+    checkpoint), save its outputs and mark it finished. A finished run is returned untouched.
+
+    :param run_dir: the run's folder (created by the grid runner)
+    :param backend: recorded in ``run.json``
+    :param stdout_log: also print SB3's log tables
+    :return: the run's ``run.json`` content
+    """
+    record = RunRecord(run_dir)
+    if not record.exists:
+        raise FileNotFoundError(f"{run_dir} has no run.json: create runs with sb3_pref.experiments.run_grid")
+    lock = RunLock(run_dir)
+    if not lock.acquire():
+        raise RuntimeError(f"{run_dir} is being trained by another process")
+    try:
+        return _execute_locked(RunRecord(run_dir), backend, stdout_log)
+    finally:
+        lock.release()
+
+
+def _execute_locked(record: RunRecord, backend: str, stdout_log: bool) -> dict[str, Any]:
+    import torch
+
+    run_dir = record.run_dir
+    if record.status == FINISHED:
+        return record.data
+    # One thread per run: runs are the unit of parallelism, and small nets are faster single-threaded.
+    torch.set_num_threads(1)
+    spec = record.spec
+    started, cpu_started = time.monotonic(), time.process_time()
+    attempt = len(record.data.get("attempts", []))
+    monitor_dir = os.path.join(run_dir, "monitor", f"attempt{attempt}")
+    os.makedirs(monitor_dir, exist_ok=True)
+    model, checkpoint = _load_newest(spec, run_dir, monitor_dir)
+    attempt = record.start_attempt(backend, start_step=checkpoint.step if checkpoint else 0)
+    try:
+        model.set_logger(make_logger(run_dir, attempt, stdout_log))
+        callback = RunCallback(run_dir, spec.checkpoint_every, spec.total_timesteps)
+        remaining = spec.total_timesteps - model.num_timesteps
+        if remaining > 0:
+            model.learn(remaining, callback=callback, reset_num_timesteps=checkpoint is None)
+        _, finish = _kind(spec)
+        summary = finish(model, spec, run_dir)
+        model.get_env().close()
+        write_progress(run_dir)
+        record.data["final"] = {**final_scores(run_dir), **summary}
+        record.end_attempt(
+            FINISHED, time.monotonic() - started, end_step=model.num_timesteps, cpu_time=time.process_time() - cpu_started
+        )
+    except BaseException as error:
+        status = INTERRUPTED if isinstance(error, KeyboardInterrupt) else FAILED
+        record.end_attempt(
+            status,
+            time.monotonic() - started,
+            end_step=model.num_timesteps,
+            error=traceback.format_exc(),
+            cpu_time=time.process_time() - cpu_started,
+        )
+        raise
+    write_heartbeat(run_dir, model.num_timesteps, spec.total_timesteps)
+    if not spec.keep_checkpoints:
+        shutil.rmtree(os.path.join(run_dir, CHECKPOINT_DIR), ignore_errors=True)
+    return record.data

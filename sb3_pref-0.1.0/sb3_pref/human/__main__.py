@@ -1,0 +1,54 @@
+"""
+Command line for a run's label folder::
+
+    python -m sb3_pref.human export RUN_DIR labels.npz   # answered pairs -> .npz preference dataset
+    python -m sb3_pref.human serve RUN_DIR               # answer pending queries without a training process
+    python -m sb3_pref.human summary RUN_DIR             # counts and agreement
+"""
+
+import argparse
+import os
+import time
+
+from sb3_pref.human.server import FeedbackServer
+from sb3_pref.human.store import LabelStore
+
+
+def _store(run_dir: str) -> LabelStore:
+    path = os.path.join(run_dir, "labels.sqlite")
+    if not os.path.exists(path):
+        raise SystemExit(f"{path} does not exist: give the run_dir of a HumanTeacher")
+    return LabelStore(path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m sb3_pref.human", description=__doc__.split("::")[0].strip())
+    commands = parser.add_subparsers(dest="command", required=True)
+    export = commands.add_parser("export", help="write the answered pairs to a .npz preference dataset")
+    export.add_argument("run_dir")
+    export.add_argument("output")
+    serve = commands.add_parser("serve", help="serve the labelling page for the pending queries of a run")
+    serve.add_argument("run_dir")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=0)
+    summary = commands.add_parser("summary", help="print answer counts and agreement")
+    summary.add_argument("run_dir")
+    args = parser.parse_args()
+
+    store = _store(args.run_dir)
+    if args.command == "export":
+        print(f"wrote {store.export_npz(args.output)} labelled pairs to {args.output}")
+    elif args.command == "summary":
+        print({**store.counts(), **{f"agreement_{key}": value for key, value in store.agreement().items()}})
+    else:
+        server = FeedbackServer(store, os.path.join(args.run_dir, "clips"), host=args.host, port=args.port)
+        print(f"label the pending queries at {server.url}  (Ctrl+C to stop; answers join the run when it resumes)")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            server.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,266 @@
+"""
+Turning recorded segments back into clips a person can watch.
+
+Training envs never render: :class:`RenderStateWrapper` only records the simulator state before
+every step (``info["render_state"]``, a flat float64 vector). When a segment is queried, a
+:class:`SegmentRenderer` restores each recorded state in a separate render env, renders it, and
+encodes the frames as a short looping video. So rendering costs nothing during rollouts and only
+the few queried segments are ever drawn.
+"""
+
+import os
+import sys
+import time
+from typing import Any, Callable, Optional, SupportsFloat, Union
+
+import gymnasium as gym
+import numpy as np
+
+from sb3_pref.envs.factory import select_headless_gl_backend
+
+RENDER_STATE_KEY = "render_state"
+VIDEO_FORMATS = ("mp4", "webm", "gif")
+
+
+def _wrapper_attr(env: gym.Env, name: str) -> Any:
+    try:
+        return env.get_wrapper_attr(name)
+    except AttributeError:
+        return None
+
+
+class StateCodec:
+    """
+    Reads and restores the simulator state of one env as a single flat float64 vector.
+
+    Supported, in this order: envs with ``get_state()``/``set_state(state)`` (this project's dm_control
+    and Meta-World envs; a state that is a dict of arrays is flattened in key order), gymnasium
+    MuJoCo envs (``qpos``, ``qvel``), and classic-control envs whose state is ``env.unwrapped.state``
+    (Pendulum, CartPole, Acrobot, MountainCar).
+
+    :param env: the env whose state is read or written
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        self.env = env
+        self._get = _wrapper_attr(env, "get_state")
+        self._set = _wrapper_attr(env, "set_state")
+        self._layout: Optional[list[tuple[str, tuple[int, ...]]]] = None
+        self._kind: Optional[str] = None
+
+    @property
+    def kind(self) -> str:
+        """``get_state``, ``mujoco`` or ``classic`` (known once the env has been reset: Pendulum has no state before)."""
+        if self._kind is None:
+            base = self.env.unwrapped
+            if callable(self._get) and callable(self._set):
+                self._kind = "get_state"
+            elif hasattr(base, "data") and hasattr(base, "init_qpos") and callable(getattr(base, "set_state", None)):
+                self._kind = "mujoco"
+            elif getattr(base, "state", None) is not None:
+                self._kind = "classic"
+            else:
+                raise TypeError(
+                    f"cannot read the simulator state of {base!r}: give the env get_state()/set_state(state) methods "
+                    "(a flat array or a dict of arrays), or use a gymnasium MuJoCo or classic-control env (after reset())"
+                )
+        return self._kind
+
+    def get(self) -> np.ndarray:
+        """:return: a copy of the current state as a flat float64 vector"""
+        base: Any = self.env.unwrapped
+        if self.kind == "mujoco":
+            return np.concatenate([base.data.qpos, base.data.qvel]).astype(np.float64)
+        if self.kind == "classic":
+            return np.array(base.state, dtype=np.float64).ravel()
+        state = self._get()
+        if isinstance(state, dict):
+            self._layout = [(key, np.shape(value)) for key, value in state.items()]
+            return np.concatenate([np.asarray(value, dtype=np.float64).ravel() for value in state.values()])
+        return np.array(state, dtype=np.float64).ravel()
+
+    def set(self, vector: np.ndarray) -> None:
+        """:param vector: a state from :meth:`get` of an env of the same task"""
+        vector = np.asarray(vector, dtype=np.float64)
+        base: Any = self.env.unwrapped
+        if self.kind == "mujoco":
+            n_qpos = base.model.nq
+            base.set_state(vector[:n_qpos], vector[n_qpos:])
+        elif self.kind == "classic":
+            base.state = vector.reshape(np.shape(base.state)).copy()
+        else:
+            if self._layout is None:
+                self.get()  # learns whether the env's state is a dict, and its layout
+            self._set(self._unflatten(vector) if self._layout is not None else vector)
+
+    def _unflatten(self, vector: np.ndarray) -> dict[str, np.ndarray]:
+        assert self._layout is not None
+        sizes = [int(np.prod(shape)) for _, shape in self._layout]
+        if sum(sizes) != vector.size:
+            raise ValueError(f"render state has {vector.size} values, this env's state has {sum(sizes)}: same task?")
+        parts = np.split(vector, np.cumsum(sizes)[:-1])
+        return {key: part.reshape(shape) for (key, shape), part in zip(self._layout, parts)}
+
+
+class RenderStateWrapper(gym.Wrapper):
+    """
+    Puts the simulator state *before* each step into ``info["render_state"]`` (flat float64), so the
+    frame of step ``t`` shows the observation the action of step ``t`` was taken in. Wrap every
+    training env when a :class:`~sb3_pref.human.HumanTeacher` labels the queries::
+
+        make_vec_env("Pendulum-v1", n_envs=4, wrapper_class=RenderStateWrapper)
+
+    :param env: the env to wrap (it needs no render mode)
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.codec = StateCodec(env)
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        _ = self.codec.kind  # an env whose state cannot be read fails here, before any training
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        state = self.codec.get()
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        info[RENDER_STATE_KEY] = state
+        return obs, reward, terminated, truncated, info
+
+
+def _even_frame(frame: np.ndarray) -> np.ndarray:
+    # H.264/VP8 in yuv420p need even sides; drop the odd last row/column rather than rescaling.
+    height, width = frame.shape[:2]
+    return np.ascontiguousarray(frame[: height - height % 2, : width - width % 2, :3])
+
+
+def write_video(frames: np.ndarray, path: str, fps: float, video_format: str = "mp4") -> str:
+    """
+    Encode ``(T, height, width, 3)`` uint8 frames as a looping clip.
+
+    ``mp4`` is H.264 (plays in every browser), ``webm`` is VP8, ``gif`` needs only Pillow. The
+    video formats need ``imageio-ffmpeg`` (the ``human`` extra), which ships its own ffmpeg.
+
+    :param path: destination file without the extension
+    :return: the file written (``path`` + extension)
+    """
+    if video_format not in VIDEO_FORMATS:
+        raise ValueError(f"video_format must be one of {', '.join(VIDEO_FORMATS)}, got {video_format!r}")
+    frames = np.asarray(frames, dtype=np.uint8)
+    target = f"{path}.{video_format}"
+    if video_format == "gif":
+        from PIL import Image
+
+        images = [Image.fromarray(frame[..., :3]) for frame in frames]
+        images[0].save(target, save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0)
+        return target
+    import imageio_ffmpeg
+
+    frames = np.stack([_even_frame(frame) for frame in frames])
+    height, width = frames.shape[1:3]
+    if video_format == "mp4":
+        codec, params = "libx264", ["-preset", "veryfast", "-crf", "23", "-movflags", "+faststart"]
+    else:
+        codec, params = "libvpx", ["-deadline", "realtime", "-cpu-used", "8", "-b:v", "1M"]
+    writer = imageio_ffmpeg.write_frames(
+        target,
+        (width, height),
+        fps=fps,
+        codec=codec,
+        pix_fmt_in="rgb24",
+        pix_fmt_out="yuv420p",
+        quality=None,
+        macro_block_size=1,
+        output_params=params,
+        ffmpeg_log_level="error",
+    )
+    writer.send(None)
+    for frame in frames:
+        writer.send(frame.tobytes())
+    writer.close()
+    return target
+
+
+def default_video_format() -> str:
+    """:return: ``mp4`` when imageio-ffmpeg is installed, else ``gif``"""
+    try:
+        import imageio_ffmpeg  # noqa: F401
+    except ImportError:
+        return "gif"
+    return "mp4"
+
+
+class SegmentRenderer:
+    """
+    Re-renders segments from their recorded states with a dedicated render env, and writes clips.
+
+    The render env is created at the first render, in the calling thread (OpenGL contexts belong to
+    the thread that made them), and reset once; each frame is ``set_state`` then ``render()``.
+
+    :param env_fn: builds the render env, with ``render_mode="rgb_array"``
+    :param fps: clip frame rate; None uses the env's ``metadata["render_fps"]`` (real time), else 30
+    :param video_format: ``mp4``, ``webm`` or ``gif``; None picks mp4 if imageio-ffmpeg is installed
+    """
+
+    def __init__(self, env_fn: Callable[[], gym.Env], fps: Optional[float] = None, video_format: Optional[str] = None) -> None:
+        self.env_fn = env_fn
+        self.video_format = video_format or default_video_format()
+        if self.video_format not in VIDEO_FORMATS:
+            raise ValueError(f"video_format must be one of {', '.join(VIDEO_FORMATS)}, got {self.video_format!r}")
+        self._fps = fps
+        self._env: Optional[gym.Env] = None
+        self._codec: Optional[StateCodec] = None
+        #: Cumulative time spent in ``set_state`` + ``render()`` and the frames drawn (render cost per frame).
+        self.render_seconds = 0.0
+        self.frames_rendered = 0
+
+    @property
+    def fps(self) -> float:
+        if self._fps is not None:
+            return float(self._fps)
+        metadata = self._env.metadata if self._env is not None else {}
+        return float(metadata.get("render_fps") or 30)
+
+    def _ensure_env(self) -> StateCodec:
+        if self._codec is None:
+            select_headless_gl_backend()
+            if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+                # pygame (classic control) draws rgb_array frames without a display; this stops SDL looking for one.
+                os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+            env = self.env_fn()
+            if getattr(env, "render_mode", None) != "rgb_array":
+                raise ValueError(f"the render env must be created with render_mode='rgb_array', got {env.render_mode!r}")
+            env.reset(seed=0)
+            self._env, self._codec = env, StateCodec(env)
+        return self._codec
+
+    def frames(self, states: np.ndarray) -> np.ndarray:
+        """
+        :param states: ``(H, state_dim)`` states recorded by :class:`RenderStateWrapper`
+        :return: ``(H, height, width, 3)`` uint8 frames
+        """
+        codec = self._ensure_env()
+        assert self._env is not None
+        frames = []
+        start = time.perf_counter()
+        for state in np.asarray(states, dtype=np.float64):
+            codec.set(state)
+            frames.append(np.asarray(self._env.render(), dtype=np.uint8))
+        self.render_seconds += time.perf_counter() - start
+        self.frames_rendered += len(frames)
+        return np.stack(frames)
+
+    def write(self, states: np.ndarray, path: Union[str, os.PathLike]) -> str:
+        """
+        :param states: ``(H, state_dim)`` recorded states of one segment
+        :param path: destination without the extension
+        :return: the file written
+        """
+        frames = self.frames(states)
+        return write_video(frames, os.fspath(path), self.fps, self.video_format)
+
+    def close(self) -> None:
+        if self._env is not None:
+            self._env.close()
+            self._env, self._codec = None, None

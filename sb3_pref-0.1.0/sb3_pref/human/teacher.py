@@ -1,0 +1,379 @@
+"""
+:class:`HumanTeacher`: a person answers the queries on a local web page.
+
+The path of one query: the learner calls :meth:`HumanTeacher.label_pairs` in the training thread;
+the pairs go to a render thread, which re-renders both segments from their recorded simulator
+states, writes two clips and registers the query in the run's :class:`LabelStore`; the page shows
+the oldest unanswered query; the person's answer is committed to the store at once. In blocking
+mode ``label_pairs`` returns when the round is answered (or timed out); in asynchronous mode it
+returns at once, and every answer reaches the learner through :meth:`HumanTeacher.late_labels` at
+the start of a later round. Which answers were handed over is part of the teacher's state, saved
+in every checkpoint: a run resumed from a checkpoint receives exactly the answers its dataset lacks.
+"""
+
+import math
+import os
+import queue
+import threading
+import time
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Optional, Union
+
+import gymnasium as gym
+import numpy as np
+
+from sb3_pref.common.segments import SegmentBatch
+from sb3_pref.common.teachers import BaseTeacher
+from sb3_pref.human.rendering import RENDER_STATE_KEY, SegmentRenderer
+from sb3_pref.human.server import FeedbackServer
+from sb3_pref.human.store import CHOICE_LABELS, LabelStore, label_to_choice
+
+MODES = ("blocking", "async")
+
+
+@dataclass
+class _Round:
+    """The queries of one ``label_pairs`` call, filled in by the render thread as clips are ready."""
+
+    index: int
+    seg_0: SegmentBatch
+    seg_1: SegmentBatch
+    references: Optional[list[str]]
+    asked: float
+    query_ids: list[int] = field(default_factory=list)
+    done: bool = False
+    error: Optional[BaseException] = None
+
+    def __len__(self) -> int:
+        return len(self.seg_0)
+
+
+def _env_factory(render_env: Union[str, Callable[[], gym.Env]]) -> Callable[[], gym.Env]:
+    if isinstance(render_env, str):
+        return lambda: gym.make(render_env, render_mode="rgb_array")
+    if callable(render_env):
+        return render_env
+    raise ValueError(f"render_env must be a gymnasium id or a function returning an env, got {render_env!r}")
+
+
+class HumanTeacher(BaseTeacher):
+    """
+    A person labels the queries on a local web page showing the two segments of each pair as looping
+    clips. Usable wherever a scripted teacher is: ``PPO_REWARD(..., teacher=HumanTeacher(...))``.
+    The training envs must record render states: ``make_vec_env(..., wrapper_class=RenderStateWrapper)``.
+
+    Labels: left (``seg_0``) = 0.0, right (``seg_1``) = 1.0, equal = 0.5, can't tell = NaN (skipped).
+
+    Modes:
+
+    - ``"blocking"``: ``label_pairs`` waits until every pair of the round is answered. After
+      ``timeout`` seconds (counted from the moment the round's last clip is ready) it warns how many
+      pairs are unanswered and returns NaN (skipped) for them; answers given later are not lost: they
+      join the dataset at the next round, like asynchronous answers.
+    - ``"async"``: ``label_pairs`` returns NaN for every pair at once and training goes on with the
+      labels it has; each answer joins the dataset at the start of the next query round (see
+      :meth:`late_labels`), even after the query budget is spent.
+
+    Durability: each answer is committed to ``run_dir/labels.sqlite`` when it is given. The set of
+    answers already handed to the learner is in :meth:`state_dict`, saved with every checkpoint, so a
+    run restarted from a checkpoint (same ``run_dir``) receives every answer its dataset lacks, once.
+    A ``run_dir`` belongs to one run: a new run pointed at an old folder reuses its answers.
+
+    :param render_env: gymnasium id, or a function building the env that renders clips (created with
+        ``render_mode="rgb_array"``, in the render thread); the same task as the training envs
+    :param run_dir: folder of the run's label database and clips
+    :param mode: ``"blocking"`` or ``"async"``
+    :param timeout: blocking mode: seconds the person has per round once its clips are ready; None waits forever
+    :param instruction: what the person should prefer, shown above the clips
+    :param host: interface the page binds; keep the loopback default (use an SSH tunnel from elsewhere)
+    :param port: TCP port of the page; 0 picks a free one
+    :param token: access token; None draws a random one (printed in the URL)
+    :param fps: clip frame rate; None plays in real time (``metadata["render_fps"]``)
+    :param video_format: ``mp4`` (H.264), ``webm`` or ``gif``; None: mp4 if imageio-ffmpeg is installed
+    :param serve: start the web page (False: answers come through :attr:`store` only, e.g. in tests)
+    :param verbose: 1 prints the URL, waits and timeouts; 0 is silent
+    """
+
+    required_info_keys: ClassVar[tuple[str, ...]] = (RENDER_STATE_KEY,)
+
+    def __init__(
+        self,
+        render_env: Union[str, Callable[[], gym.Env]],
+        run_dir: Union[str, os.PathLike] = "human_feedback",
+        mode: str = "blocking",
+        timeout: Optional[float] = 600.0,
+        instruction: str = "",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: Optional[str] = None,
+        fps: Optional[float] = None,
+        video_format: Optional[str] = None,
+        serve: bool = True,
+        verbose: int = 1,
+    ) -> None:
+        super().__init__()
+        if mode not in MODES:
+            raise ValueError(f"mode must be 'blocking' or 'async', got {mode!r}")
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds or None (wait forever), got {timeout}")
+        self.mode = mode
+        self.timeout = timeout
+        self.verbose = verbose
+        self.run_dir = os.path.abspath(os.fspath(run_dir))
+        self.media_dir = os.path.join(self.run_dir, "clips")
+        os.makedirs(self.media_dir, exist_ok=True)
+        self.store = LabelStore(os.path.join(self.run_dir, "labels.sqlite"))
+        self.renderer = SegmentRenderer(_env_factory(render_env), fps=fps, video_format=video_format)
+        self._delivered: set[int] = set()
+        self._round = 0
+        self._progress: dict[str, Any] = {}
+        self._cond = threading.Condition()
+        self._rendering = 0  # pairs handed to the render thread and not yet registered
+        self._waiting: Optional[_Round] = None
+        self._deadline: Optional[float] = None
+        self._render_error: Optional[BaseException] = None
+        self._closed = False
+        self._jobs: queue.Queue[Optional[_Round]] = queue.Queue()
+        self._render_thread = threading.Thread(target=self._render_loop, name="sb3-pref-render", daemon=True)
+        self._render_thread.start()
+        self.server: Optional[FeedbackServer] = None
+        if serve:
+            self.server = FeedbackServer(
+                self.store,
+                self.media_dir,
+                host=host,
+                port=port,
+                token=token,
+                status=self.status,
+                on_answer=self._on_answer,
+                instruction=instruction,
+            )
+            if verbose:
+                print(f"[HumanTeacher] label the queries at {self.server.url}  (answers saved in {self.store.path})")
+
+    # ------------------------------------------------------------ the teacher API
+    @property
+    def url(self) -> Optional[str]:
+        """The labelling page, token included (None without a server)."""
+        return self.server.url if self.server is not None else None
+
+    def label_pairs(self, seg_0: SegmentBatch, seg_1: SegmentBatch) -> np.ndarray:  # type: ignore[override]
+        return self.ask(seg_0, seg_1)
+
+    def ask(self, seg_0: SegmentBatch, seg_1: SegmentBatch, references: Optional[np.ndarray] = None) -> np.ndarray:
+        """
+        Show the pairs to the person (the render thread prepares the clips).
+
+        :param seg_0: first segments (left clips), with ``extras["render_state"]``
+        :param seg_1: second segments (right clips)
+        :param references: another teacher's labels for the same pairs, stored to report agreement
+        :return: labels ``(N,)``: in blocking mode the answers (NaN for skipped or timed out), in
+            asynchronous mode all NaN (the answers arrive through :meth:`late_labels`)
+        """
+        self._check_open()
+        for name, segments in (("seg_0", seg_0), ("seg_1", seg_1)):
+            if RENDER_STATE_KEY not in segments.extras:
+                raise ValueError(
+                    f"{name} carries no '{RENDER_STATE_KEY}': wrap the training envs in RenderStateWrapper, "
+                    "e.g. make_vec_env(env_id, wrapper_class=sb3_pref.human.RenderStateWrapper)"
+                )
+        if len(seg_0) != len(seg_1):
+            raise ValueError(f"seg_0 and seg_1 differ in length: {len(seg_0)} and {len(seg_1)}")
+        n_pairs = len(seg_0)
+        self._counters["asked"] += n_pairs
+        if n_pairs == 0:
+            return np.zeros(0)
+        self._round += 1
+        choices = None if references is None else [label_to_choice(float(label)) for label in references]
+        job = _Round(self._round, seg_0, seg_1, choices, asked=time.time())
+        with self._cond:
+            self._rendering += n_pairs
+        self._jobs.put(job)
+        if self.mode == "async":
+            return np.full(n_pairs, np.nan)
+        answers = self._wait(job)
+        answered = [query_id for query_id in job.query_ids if query_id in answers]
+        self._deliver(answered, [answers[query_id] for query_id in answered])
+        return np.array([CHOICE_LABELS[answers[query_id]] if query_id in answers else np.nan for query_id in job.query_ids])
+
+    def late_labels(self) -> Optional[tuple[SegmentBatch, SegmentBatch, np.ndarray]]:
+        """
+        Every stored answer not yet handed to the learner (asynchronous answers, answers given after
+        a blocking round timed out, answers of a run that crashed after its last checkpoint), once.
+        ``PreferenceLearner.query_round`` calls this at the start of every round.
+
+        :return: ``(seg_0, seg_1, labels)`` of those pairs (skipped ones as NaN), or None if there are none
+        """
+        self._check_open()
+        answers = self.store.answers()
+        new = [query_id for query_id in answers if query_id not in self._delivered]
+        if not new:
+            return None
+        seg_0, seg_1 = self.store.load_pairs(new)
+        labels = self._deliver(new, [answers[query_id] for query_id in new])
+        return seg_0, seg_1, labels
+
+    def _deliver(self, query_ids: list[int], choices: list[str]) -> np.ndarray:
+        labels = np.array([CHOICE_LABELS[choice] for choice in choices], dtype=np.float64)
+        self._delivered.update(query_ids)
+        skipped = int(np.isnan(labels).sum())
+        self._counters["skipped"] += skipped
+        self._counters["labelled"] += len(labels) - skipped
+        self._counters["equal"] += int((labels == 0.5).sum())
+        return labels
+
+    # ------------------------------------------------------------ waiting (blocking mode)
+    def _wait(self, job: _Round) -> dict[int, str]:
+        announced = False
+        with self._cond:
+            self._waiting, self._deadline = job, None
+        try:
+            while True:
+                with self._cond:
+                    if job.error is not None:
+                        raise RuntimeError(f"preparing the clips of round {job.index} failed: {job.error!r}") from job.error
+                    if job.done and self._deadline is None and self.timeout is not None:
+                        self._deadline = time.monotonic() + self.timeout
+                    done, query_ids, deadline = job.done, list(job.query_ids), self._deadline
+                answers = self.store.answers(query_ids)
+                if done and len(answers) == len(job):
+                    return answers
+                if deadline is not None and time.monotonic() >= deadline:
+                    self._report_timeout(job, len(answers))
+                    return answers
+                if not announced and self.verbose and self.server is not None:
+                    limit = "no time limit" if self.timeout is None else f"{self.timeout:.0f} s once the clips are ready"
+                    print(f"[HumanTeacher] round {job.index}: training waits for {len(job)} answers at {self.url} ({limit})")
+                    announced = True
+                with self._cond:
+                    self._cond.wait(0.25)
+        finally:
+            with self._cond:
+                self._waiting, self._deadline = None, None
+
+    def _report_timeout(self, job: _Round, n_answered: int) -> None:
+        message = (
+            f"[HumanTeacher] round {job.index}: {len(job) - n_answered} of {len(job)} pairs were not answered within "
+            f"{self.timeout:g} s; training goes on and counts them as skipped. They stay on the page: "
+            "answers given later join the reward model at the next round."
+        )
+        warnings.warn(message, stacklevel=3)
+
+    def _on_answer(self, query_id: int, choice: str) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------ rendering thread
+    def _render_loop(self) -> None:
+        try:
+            while True:
+                job = self._jobs.get()
+                if job is None:
+                    return
+                self._render_round(job)
+        finally:
+            # The render env's OpenGL context belongs to this thread: release it here.
+            self.renderer.close()
+
+    def _render_round(self, job: _Round) -> None:
+        registered = 0
+        try:
+            for index in range(len(job)):
+                stem = uuid.uuid4().hex
+                names = []
+                for side, segments in enumerate((job.seg_0, job.seg_1)):
+                    path = self.renderer.write(
+                        segments.extras[RENDER_STATE_KEY][index], os.path.join(self.media_dir, f"{stem}_{side}")
+                    )
+                    names.append(os.path.basename(path))
+                reference = job.references[index] if job.references is not None else None
+                query_id = self.store.add_query(
+                    job.seg_0, job.seg_1, index, (names[0], names[1]), job.index, reference=reference, asked=job.asked
+                )
+                with self._cond:
+                    job.query_ids.append(query_id)
+                    self._rendering -= 1
+                    registered += 1
+                    self._cond.notify_all()
+        except BaseException as error:  # reported in the training thread, never lost in this one
+            job.error = error
+            self._render_error = error
+        finally:
+            with self._cond:
+                self._rendering -= len(job) - registered
+                job.done = True
+                self._cond.notify_all()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this HumanTeacher is closed")
+        if self._render_error is not None and self.mode == "async":
+            error, self._render_error = self._render_error, None
+            raise RuntimeError(f"preparing clips failed: {error!r}") from error
+
+    # ------------------------------------------------------------ page status
+    def report_progress(self, **values: Any) -> None:
+        """Training progress shown on the page (``timesteps``, ``total_timesteps``, ``labels``...)."""
+        with self._cond:
+            # A new dict rather than update(): the server's threads read the old one without a lock.
+            self._progress = {**self._progress, **values}
+
+    def status(self) -> dict[str, Any]:
+        """:return: what the page shows about training (called from the server's threads)"""
+        with self._cond:
+            job, deadline, rendering, progress = self._waiting, self._deadline, self._rendering, self._progress
+            query_ids = list(job.query_ids) if job is not None else []
+        status: dict[str, Any] = {
+            "mode": self.mode,
+            "round": self._round,
+            "rendering": max(0, rendering),
+            "waiting": job is not None,
+            "progress": progress,
+            "agreement": self.store.agreement(),
+        }
+        if job is not None:
+            status["round_left"] = len(job) - len(self.store.answers(query_ids))
+            status["seconds_left"] = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if math.isnan(status["agreement"]["rate"]):
+            status["agreement"] = None
+        return status
+
+    def agreement(self) -> dict[str, float]:
+        """:return: agreement of the person with the reference labels given to :meth:`ask` (see ``LabelStore.agreement``)"""
+        return self.store.agreement()
+
+    # ------------------------------------------------------------ persistence and clean-up
+    def state_dict(self) -> dict[str, Any]:
+        """:return: counters, round count and the ids of the answers already handed to the learner"""
+        state = super().state_dict()
+        state.update(round=self._round, delivered=sorted(self._delivered))
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`: answers not in ``delivered`` will be handed over by :meth:`late_labels`."""
+        super().load_state_dict(state)
+        self._round = int(state.get("round", 0))
+        self._delivered = {int(query_id) for query_id in state.get("delivered", [])}
+
+    def export_dataset(self, path: Union[str, os.PathLike]) -> int:
+        """Write every answered pair of this run to a ``.npz`` preference dataset. :return: pairs written"""
+        return self.store.export_npz(path)
+
+    def close(self) -> None:
+        """Stop the page and the render thread (answers are already on disk). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.server is not None:
+            self.server.close()
+        self._jobs.put(None)
+        self._render_thread.join(timeout=30)
+        self.store.close()
+
+    def __enter__(self) -> "HumanTeacher":
+        return self
+
+    def __exit__(self, *args: Any) -> None:
+        self.close()

@@ -1,0 +1,85 @@
+"""
+The previous-reward input of an RL^2 policy, when the reward is learned.
+
+A trial observation carries the previous step's reward (see :class:`sb3_pref.envs.trial.TrialObservationLayout`).
+The trial wrapper writes the env's reward there; when an agent learns from preferences that true
+reward must never reach the policy, so :class:`LearnedRewardObservation` overwrites the slot with the
+reward model's prediction for the previous step. The policy needs that value at the very next step,
+so this one input is predicted per env step, batched over the envs (the training rewards are still
+predicted once per rollout).
+"""
+
+from typing import Callable, Optional
+
+import numpy as np
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
+
+from sb3_pref.envs.trial import TrialObservationLayout
+
+# (inner observations (n, obs_dim), encoded actions (n, act_dim)) -> predicted rewards (n,)
+RewardFunction = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+class LearnedRewardObservation(VecEnvWrapper):
+    """
+    Replaces the previous-reward slot of trial observations with a learned reward.
+
+    :param venv: a VecEnv of :class:`~sb3_pref.envs.trial.TrialWrapper` envs (not normalised)
+    :param reward_fn: predicted reward of a batch of (inner observation, encoded action)
+    :param encode_actions: turns the VecEnv's actions into the reward model's action features
+    :param layout: where each part of a trial observation sits
+    :param fill: what the slot holds: ``"predicted"``, ``"zero"`` (nothing known yet, e.g. during
+        entropy pretraining) or ``"true"`` (leave the env's reward)
+    """
+
+    def __init__(
+        self,
+        venv: VecEnv,
+        reward_fn: RewardFunction,
+        encode_actions: Callable[[np.ndarray], np.ndarray],
+        layout: TrialObservationLayout,
+        fill: str = "predicted",
+    ) -> None:
+        super().__init__(venv)
+        self.reward_fn = reward_fn
+        self.encode_actions = encode_actions
+        self.layout = layout
+        self.fill = fill
+        self._last_obs: Optional[np.ndarray] = None
+        self._actions: Optional[np.ndarray] = None
+
+    @property
+    def fill(self) -> str:
+        return self._fill
+
+    @fill.setter
+    def fill(self, value: str) -> None:
+        if value not in ("predicted", "zero", "true"):
+            raise ValueError(f"fill must be 'predicted', 'zero' or 'true', got {value!r}")
+        self._fill = value
+
+    def reset(self) -> np.ndarray:
+        obs = self.venv.reset()
+        # A trial's first observation has no previous reward: the wrapper already wrote 0 there.
+        self._last_obs = np.array(obs, copy=True)
+        return obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.array(actions, copy=True)
+        self.venv.step_async(actions)
+
+    def step_wait(self) -> VecEnvStepReturn:
+        obs, rewards, dones, infos = self.venv.step_wait()
+        if self._fill != "true":
+            # Envs whose trial just ended show a new trial's first observation, whose slot stays 0.
+            continuing = ~np.asarray(dones, dtype=bool)
+            slot = self.layout.prev_reward_index
+            if self._fill == "predicted":
+                features = self._last_obs[:, self.layout.obs]
+                predicted = self.reward_fn(features, self.encode_actions(self._actions))
+                obs[continuing, slot] = predicted[continuing]
+            else:
+                obs[continuing, slot] = 0.0
+        self._last_obs = np.array(obs, copy=True)
+        return obs, rewards, dones, infos

@@ -1,0 +1,177 @@
+"""The labelling server's safety: token, issued queries only, its own media only, 4xx for bad requests, loopback only."""
+
+import errno
+import socket
+import urllib.parse
+
+import pytest
+from human_helpers import pendulum_segments, request, server_base
+
+from sb3_pref.human import FeedbackServer, LabelStore
+from sb3_pref.human.server import is_loopback
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A server over a store with two queries whose clips exist, plus a file in the clips folder that is no clip."""
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    store = LabelStore(tmp_path / "labels.sqlite")
+    seg_0, seg_1 = pendulum_segments(2, 4, seed=0), pendulum_segments(2, 4, seed=5)
+    for index in range(2):
+        names = (f"clip{index}_0.mp4", f"clip{index}_1.mp4")
+        for name in names:
+            (clips / name).write_bytes(bytes(range(256)) * 8)
+        store.add_query(seg_0, seg_1, index, names, round_index=1)
+    (clips / "stray.mp4").write_bytes(b"not issued")
+    (tmp_path / "secret.txt").write_text("outside the clips folder")
+    answers = []
+    server = FeedbackServer(store, str(clips), on_answer=lambda query_id, choice: answers.append((query_id, choice)))
+    yield server, store, answers
+    server.close()
+    store.close()
+
+
+def test_missing_or_wrong_token_is_refused(served):
+    server, store, _ = served
+    base = server_base(server.url)
+    for path in ("", "api/next", "media/clip0_0.mp4"):
+        assert request(base, path)[0] == 401
+        assert request(base, path, token="not-the-token")[0] == 403
+        assert request(base, path + "?token=not-the-token")[0] == 403
+    assert request(base, "api/answer", body={"query_id": 1, "choice": "left"})[0] == 401
+    assert request(base, "api/answer", "wrong", {"query_id": 1, "choice": "left"})[0] == 403
+    assert store.answers() == {}
+    # With the token, the page, the next query and its clips are served; the page itself never embeds the token.
+    status, page = request(base, "?token=" + server.token)
+    assert status == 200 and server.token.encode() not in page and b"Left is better" in page
+    status, reply = request(base, "api/next", server.token)
+    assert status == 200 and reply["query"]["id"] == 1 and reply["query"]["left"] == f"media/clip0_0.mp4?token={server.token}"
+    assert reply["counts"] == {"queries": 2, "answered": 0, "pending": 2, "skipped": 0}
+
+
+def test_answers_only_for_issued_queries_and_well_formed_bodies(served):
+    server, store, answers = served
+    base, token = server_base(server.url), server.token
+    bad_bodies = [
+        b"not json",
+        b"[1, 2]",
+        b'"left"',
+        b"{}",
+        b'{"query_id": 1}',
+        b'{"choice": "left"}',
+        b'{"query_id": "1", "choice": "left"}',
+        b'{"query_id": true, "choice": "left"}',
+        b'{"query_id": 1.0, "choice": "left"}',
+        b'{"query_id": -1, "choice": "left"}',
+        b'{"query_id": 1, "choice": "LEFT"}',
+        b'{"query_id": 1, "choice": ["left"]}',
+    ]
+    for raw in bad_bodies:
+        status, reply = request(base, "api/answer", token, raw=raw)
+        assert status == 400, raw
+        assert "error" in reply
+    assert (
+        request(base, "api/answer", token, raw=b'{"query_id": 1, "choice": "left", "pad": "' + b"x" * 8000 + b'"}')[0] == 413
+    )
+    assert request(base, "api/answer", token, {"query_id": 3, "choice": "left"})[0] == 404
+    assert request(base, "api/answer", token, {"query_id": 10**30, "choice": "left"})[0] == 400
+    assert request(base, "api/shown", token, {"query_id": 7})[0] == 404
+    assert request(base, "api/shown", token, raw=b"{")[0] == 400
+    assert request(base, "api/nothing", token)[0] == 404
+    assert request(base, "api/answer", token)[0] == 405  # GET on a POST route
+    assert store.answers() == {} and answers == []
+
+    status, reply = request(base, "api/answer", token, {"query_id": 2, "choice": "right"})
+    assert status == 200 and reply["stored"] is True and reply["counts"]["answered"] == 1
+    assert request(base, "api/answer", token, {"query_id": 2, "choice": "right"})[1]["stored"] is False
+    assert request(base, "api/answer", token, {"query_id": 2, "choice": "left"})[0] == 409
+    assert store.answers() == {2: "right"} and answers == [(2, "right")]
+    # The server is still healthy after all of that.
+    assert request(base, "api/next", token)[1]["query"]["id"] == 1
+
+
+def test_serves_only_its_own_clips(served):
+    server, _, _ = served
+    base, token = server_base(server.url), server.token
+    status, body = request(base, "media/clip1_0.mp4", token)
+    assert status == 200 and body == bytes(range(256)) * 8
+    # Range requests (what video elements send) are honoured.
+    status, body = request(base, "media/clip1_0.mp4", token, headers={"Range": "bytes=0-9"})
+    assert status == 206 and body == bytes(range(10))
+    refused = [
+        "media/stray.mp4",  # in the folder, but no query's clip
+        "media/labels.sqlite",
+        "media/..%2Fsecret.txt",
+        "media/..%2Flabels.sqlite",
+        "media/%2E%2E/secret.txt",
+        "media/../labels.sqlite",
+        "media/" + urllib.parse.quote("/etc/passwd", safe=""),
+        "media/clip1_0.mp4%00.txt",
+        "secret.txt",
+        "clips/clip1_0.mp4",
+    ]
+    for path in refused:
+        status, body = request(base, path, token)
+        assert status == 404, path
+        assert b"outside the clips folder" not in (body if isinstance(body, bytes) else b"")
+
+
+def _non_loopback_addresses() -> list[str]:
+    """IPv4 addresses of this machine's other interfaces (Linux routing table, then the default route's source)."""
+    addresses = set()
+    try:
+        with open("/proc/net/fib_trie") as handle:
+            lines = handle.read().splitlines()
+        for previous, line in zip(lines, lines[1:]):
+            if "/32 host LOCAL" in line:
+                addresses.add(previous.split()[-1])
+    except OSError:
+        pass
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("192.0.2.1", 9))  # no packet is sent for UDP connect
+        addresses.add(probe.getsockname()[0])
+    except OSError:
+        pass
+    finally:
+        probe.close()
+    return sorted(address for address in addresses if not is_loopback(address))
+
+
+def _reachable(address: str, port: int) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=2):
+            return True
+    except OSError as error:
+        assert error.errno in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, None), error
+        return False
+
+
+def test_binds_loopback_only_by_default(served, tmp_path):
+    server, store, _ = served
+    assert server.host == "127.0.0.1" and server.url.startswith("http://127.0.0.1:")
+    assert _reachable("127.0.0.1", server.port)
+    # 127.0.0.2 is this machine too, but not the bound address: a 0.0.0.0 bind would answer there.
+    assert not _reachable("127.0.0.2", server.port)
+    for address in _non_loopback_addresses():
+        assert not _reachable(address, server.port), address
+
+    # The check is meaningful: a server explicitly bound to every interface is reachable there (and warns).
+    with pytest.warns(UserWarning, match="anyone who can reach this machine"):
+        everywhere = FeedbackServer(store, str(tmp_path / "clips"), host="0.0.0.0")
+    try:
+        assert _reachable("127.0.0.2", everywhere.port)
+    finally:
+        everywhere.close()
+
+
+def test_page_has_a_strict_content_security_policy(served):
+    server, _, _ = served
+    import urllib.request
+
+    with urllib.request.urlopen(server.url, timeout=10) as response:
+        policy = response.headers["Content-Security-Policy"]
+        assert response.headers["Referrer-Policy"] == "no-referrer"
+        assert response.headers["Cache-Control"] == "no-store"
+    assert "default-src 'none'" in policy and "script-src 'nonce-" in policy and "unsafe" not in policy
