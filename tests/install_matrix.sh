@@ -13,8 +13,10 @@ work="${1:-$(mktemp -d)}"
 mkdir -p "$work"
 export MUJOCO_GL="${MUJOCO_GL:-osmesa}" PIP_DISABLE_PIP_VERSION_CHECK=1
 
-rm -rf "$work/dist"
-python setup.py -q sdist -d "$work/dist" >/dev/null 2>&1 || { echo "sdist build failed"; exit 1; }
+rm -rf "$work/dist" "$work/src" && mkdir -p "$work/src"
+# Built from a copy of the tracked and new files, so that setup.py's build folders never land in the checkout.
+git ls-files -co --exclude-standard | tar cf - -T - | tar xf - -C "$work/src"
+(cd "$work/src" && python setup.py -q sdist -d "$work/dist" >/dev/null 2>&1) || { echo "sdist build failed"; exit 1; }
 sdist="$(ls "$work"/dist/sb3_pref-*.tar.gz)"
 echo "sdist: $(basename "$sdist")"
 # The sdist must carry what its tests and docs build need.
