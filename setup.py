@@ -8,17 +8,23 @@ with open(os.path.join("sb3_pref", "version.txt")) as file_handler:
 with open("README.md", encoding="utf-8") as file_handler:
     long_description = file_handler.read()
 
-# dm-control releases after 1.0.28 need MuJoCo >= 3.3.2 while Meta-World 3.1.1 pins 3.3.0,
-# and MuJoCo 4 drops fields dm-control reads: the bounds below are the range both run on.
-mujoco_range = "mujoco>=3.3,<4"
+# Meta-World 3.1.1 pins MuJoCo 3.3.0, and every dm-control release after 1.0.28 needs a newer MuJoCo
+# (1.0.30: >= 3.3.2, 1.0.31: >= 3.3.3, ..., 1.0.50 reads fields 3.3.0 lacks). Both extras therefore pin
+# the one pair built for each other, so that installing them in any order, or one after the other,
+# never makes pip change the MuJoCo under an installed dm-control. sb3_pref.envs checks the pair at import.
+MUJOCO_PIN = "mujoco==3.3.0"
+DM_CONTROL_PIN = "dm-control==1.0.28"
 extras = {
-    "dmc": ["dm-control>=1.0.28", mujoco_range],
-    "metaworld": ["metaworld>=3.1.1", mujoco_range],
+    "dmc": [DM_CONTROL_PIN, MUJOCO_PIN],
+    "metaworld": ["metaworld>=3.1.1,<3.2", MUJOCO_PIN],
     "plots": ["matplotlib>=3.5"],
-    # pygame renders gymnasium's classic-control envs; Pillow writes the GIF fallback of the clips.
-    "human": ["flask>=2.2", "imageio>=2.20", "imageio-ffmpeg>=0.4.9", "pillow>=9", "pygame>=2.1"],
+    # pygame-ce (the fork gymnasium and SB3 depend on) renders gymnasium's classic-control envs;
+    # Pillow writes the GIF fallback of the clips.
+    "human": ["flask>=2.2", "imageio>=2.20", "imageio-ffmpeg>=0.4.9", "pillow>=9", "pygame-ce>=2.1.3"],
 }
 extras["all"] = sorted({dep for deps in extras.values() for dep in deps})
+# RL Zoo (python -m rl_zoo3.train --algo ppo_reward): its release matches SB3's.
+extras["zoo"] = ["rl_zoo3>=2.4", "pyyaml>=5.4"]
 # Grid runner: YAML configs, plots, and Ray for clusters (kept out of "all": Ray is a large install).
 extras["experiments"] = ["pyyaml>=5.4", "matplotlib>=3.5", "ray>=2.9"]
 extras["docs"] = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"]
@@ -26,7 +32,8 @@ extras["tests"] = [
     *extras["all"],
     *extras["experiments"],
     *extras["docs"],
-    *["pytest>=7", "pytest-timeout", "ruff>=0.6", "tensorboard", "tqdm", "rich", "playwright>=1.40"],
+    *extras["zoo"],
+    *["pytest>=7", "pytest-timeout", "ruff>=0.6", "mypy>=1.10", "tensorboard", "tqdm", "rich", "playwright>=1.40"],
 ]
 
 setup(
@@ -36,7 +43,7 @@ setup(
     long_description=long_description,
     long_description_content_type="text/markdown",
     packages=find_packages(include=["sb3_pref", "sb3_pref.*"]),
-    package_data={"sb3_pref": ["py.typed", "version.txt"]},
+    package_data={"sb3_pref": ["py.typed", "version.txt", "zoo/hyperparams/*.yml"]},
     python_requires=">=3.9",
     install_requires=[
         "stable-baselines3>=2.4",
@@ -45,11 +52,30 @@ setup(
         # A floor only: an existing torch install is kept as it is.
         "torch>=2.3",
         "numpy>=1.20",
+        # Reads the installed dm-control/Meta-World requirements (sb3_pref.envs.versions).
+        "packaging>=20",
     ],
     extras_require=extras,
     license="MIT",
+    project_urls={
+        "Stable-Baselines3": "https://github.com/DLR-RM/stable-baselines3",
+        "B-Pref (original code)": "https://github.com/rll-research/BPref",
+        "RL Zoo": "https://github.com/DLR-RM/rl-baselines3-zoo",
+    },
+    keywords="reinforcement-learning preference-based-rl rlhf meta-rl stable-baselines3 gymnasium pytorch",
     classifiers=[
+        "Development Status :: 3 - Alpha",
+        "Intended Audience :: Science/Research",
+        "License :: OSI Approved :: MIT License",
+        "Operating System :: OS Independent",
         "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3 :: Only",
+        "Programming Language :: Python :: 3.9",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "Typing :: Typed",
     ],
 )

@@ -1,5 +1,7 @@
 import os
 
+# Registers the benchmark tasks' gymnasium ids (B-Pref's names) without importing dm_control or Meta-World.
+import sb3_pref.envs  # noqa: F401
 from sb3_pref.common.learner import PreferenceLearner
 from sb3_pref.common.preferences import PreferenceDataset
 from sb3_pref.common.query import QUERY_METHODS

@@ -74,7 +74,7 @@ def test_pairs_round_trip_and_export_to_npz_for_offline_learning(tmp_path, pairs
 
     # Offline reward learning from the exported file: the model learns that torque +2 (right) is preferred.
     model = RewardModel(3, 1, size_segment=6, mb_size=4, hidden_dim=16, n_layers=1, seed=0)
-    fit = model.train(dataset, np.random.default_rng(0), max_epochs=200, target_accuracy=0.99)
+    fit = model.train(dataset, np.random.default_rng(0), max_epochs=200, target_accuracy=0.99, schedule="bpref")
     assert fit["accuracy"] > 0.99
     store.close()
 

@@ -10,6 +10,7 @@ the whole rollout's rewards in one batched pass and writes them into the rollout
 :func:`relabel_rollout`, which keeps SB3's time-limit bootstrap and recomputes the advantages.
 """
 
+import inspect
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -44,6 +45,9 @@ class PreferenceRewardMixin:
     Preference-based reward learning for an SB3 on-policy algorithm (``class X(PreferenceRewardMixin, PPO)``).
 
     :param reward_model: the learned reward; None trains on the env's reward (after optional pretraining)
+    :param reward_model_kwargs: keyword arguments of :class:`~sb3_pref.common.reward_model.RewardModel`
+        without the spaces: the model is then built from the env's spaces in ``_setup_model`` (as SB3
+        builds the policy from ``policy_kwargs``), which config files (RL Zoo's YAML, Optuna) can express
     :param teacher: who answers queries: a teacher object or a B-Pref preset name; None uses ``reward_model.teacher``
     :param num_interaction: env steps (summed over envs) between query rounds
     :param num_feed: accepted for B-Pref compatibility (it had no effect there either)
@@ -74,11 +78,17 @@ class PreferenceRewardMixin:
     #: most observations the state-entropy buffer keeps (B-Pref keeps ``unsuper_step``, which is
     #: unbounded); rows of ``obs_dim`` float32, so 100k rows of 24 floats take 9.6 MB
     entropy_capacity: int = 100_000
+    #: arguments that only mean something with a reward model: given without one, they are an error
+    model_only_arguments: tuple[str, ...] = (
+        "teacher", "num_interaction", "feed_type", "re_update", "max_feed", "size_segment",
+        "normalize_reward", "anneal_reward_lr", "segment_capacity",
+    )  # fmt: skip
 
     def __init__(
         self,
         *args: Any,
         reward_model: Optional[RewardModel] = None,
+        reward_model_kwargs: Optional[dict[str, Any]] = None,
         teacher: Union[BaseTeacher, str, None] = None,
         num_interaction: int = 16000,
         num_feed: int = 1,
@@ -98,17 +108,22 @@ class PreferenceRewardMixin:
         reward_schedule: str = "auto",
         **kwargs: Any,
     ) -> None:
+        arguments = locals()
         # Everything is checked before anything is changed: a bad value never reaches the caller's reward model.
         checked = validate_preference_args(
             reward_model, teacher, num_interaction, feed_type, re_update, max_feed, unsuper_step, unsuper_n_epochs,
             size_segment, max_ep_len, unsuper_flag, normalize_reward, anneal_reward_lr, segment_capacity, entropy_k,
         )  # fmt: skip
         reward_schedule = check_schedule(reward_schedule, "reward_schedule")
+        self._check_reward_model_arguments(reward_model, reward_model_kwargs, arguments)
         if unsuper_flag is None:
-            unsuper_flag = self.default_unsuper_flag if reward_model is not None else 0
+            unsuper_flag = self.default_unsuper_flag if reward_model is not None or reward_model_kwargs else 0
         if checked["size_segment"] is not None and reward_model is not None:
             reward_model.size_segment = checked["size_segment"]
         self.reward_model = reward_model
+        self.reward_model_kwargs = dict(reward_model_kwargs) if reward_model_kwargs else None
+        if self.reward_model_kwargs is not None and size_segment is not None:
+            self.reward_model_kwargs["size_segment"] = int(size_segment)
         self.teacher = teacher
         self.num_interaction = checked["num_interaction"]
         self.num_feed = num_feed
@@ -150,7 +165,11 @@ class PreferenceRewardMixin:
         self._teacher_given_at_load = False
         self.teacher = make_teacher(self.teacher)
         self._pref_encoder: Optional[FeatureEncoder] = None
-        if self.reward_model is None and self._reward_model_config is not None:
+        if self.reward_model is None and self.reward_model_kwargs is not None:
+            # Built here, on creation and on load alike, from the spaces SB3 has just set up.
+            self.reward_model = RewardModel(self._reward_observation_space(), self.action_space, **self.reward_model_kwargs)
+            self._reward_model_config = self.reward_model.get_config()
+        elif self.reward_model is None and self._reward_model_config is not None:
             # Loading: the weights arrive afterwards through set_parameters.
             self.reward_model = RewardModel.from_config(self._reward_model_config, teacher=self.teacher)
         elif self.reward_model is not None and self._reward_model_config is not None:
@@ -202,12 +221,42 @@ class PreferenceRewardMixin:
         )
         if given_at_load:
             # By preset name: our own new object, which continues the saved counters and label stream
-            # under the settings asked for. An object: the caller's, used as it is.
-            self.pref_learner.restore_teacher = "progress" if given_at_load == "preset" else "none"
+            # under the settings asked for. An object: the caller's, used as it is, unless its state is a
+            # ledger of what the checkpoint holds (see BaseTeacher.resumes_from_checkpoint).
+            if given_at_load == "preset":
+                self.pref_learner.restore_teacher = "progress"
+            else:
+                self.pref_learner.restore_teacher = "all" if self.teacher.resumes_from_checkpoint else "none"
 
     def _reward_space_hint(self) -> str:
         """How the error for a reward model of the wrong size names the space it must be built for."""
         return "env.observation_space"
+
+    @classmethod
+    def _check_reward_model_arguments(
+        cls, reward_model: Optional[RewardModel], reward_model_kwargs: Optional[dict[str, Any]], arguments: dict[str, Any]
+    ) -> None:
+        """Before training starts: a config with preference settings but no model would silently train on the env's reward."""
+        if reward_model is not None and reward_model_kwargs is not None:
+            raise ValueError("reward_model and reward_model_kwargs were both given: pass one of them")
+        if reward_model_kwargs is not None and not isinstance(reward_model_kwargs, dict):
+            raise ValueError(f"reward_model_kwargs must be a dict of RewardModel arguments, got {reward_model_kwargs!r}")
+        for key in ("obs_dim", "act_dim"):
+            if key in (reward_model_kwargs or {}):
+                raise ValueError(f"reward_model_kwargs must not contain {key!r}: the env's spaces are used")
+        if reward_model is not None or reward_model_kwargs is not None:
+            return
+        defaults = inspect.signature(PreferenceRewardMixin.__init__).parameters
+        given = [
+            name for name in cls.model_only_arguments
+            if name in arguments and name in defaults and arguments[name] != defaults[name].default
+        ]  # fmt: skip
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} given without a reward model: they only apply to preference learning. Pass "
+                "reward_model=RewardModel(env.observation_space, env.action_space, ...) or reward_model_kwargs={...} "
+                "(e.g. in a YAML config), or remove them to train on the env's reward"
+            )
 
     def _ensure_encoder(self) -> None:
         # Only runs that learn a reward or pretrain need flat features (image envs can still use the true reward).

@@ -46,6 +46,10 @@ class BaseTeacher(abc.ABC):
     #: ``info`` keys whose per-step values the algorithm must record with each segment (e.g. the
     #: simulator state a human teacher's videos are rendered from); scripted teachers need none.
     required_info_keys: ClassVar[tuple[str, ...]] = ()
+    #: whether a teacher object handed to ``load(..., teacher=...)`` takes the checkpoint's state. False: the
+    #: caller's object is used as it is. True for teachers whose state is a ledger of what the checkpoint
+    #: already holds (a human teacher's answers handed over), which must follow the checkpoint.
+    resumes_from_checkpoint: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._counters = dict.fromkeys(COUNTER_KEYS, 0)

@@ -1,13 +1,40 @@
 """PrefPPO (B-Pref): PPO trained on a reward model learned from preferences over segment pairs."""
 
-from typing import Any, TypeVar
+import functools
+from typing import Any, Callable, Optional, TypeVar, Union
 
+import torch as th
 from stable_baselines3 import PPO
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 
 from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.sb3_glue import PreferenceRewardMixin
+from sb3_pref.common.teachers import BaseTeacher
 
 SelfPPOReward = TypeVar("SelfPPOReward", bound="PPO_REWARD")
+_Init = TypeVar("_Init", bound=Callable[..., None])
+
+
+def accept_reward_model_first(init: _Init) -> _Init:
+    """
+    Lets ``__init__`` also take B-Pref's call shape ``(reward_model, policy, env, **kwargs)``.
+
+    A wrapper keeps the explicit signature visible to ``inspect``/``help`` (through ``__wrapped__``)
+    while moving a leading :class:`RewardModel` to the ``reward_model`` keyword before Python binds
+    the arguments, which a plain signature cannot do without clashing with ``learning_rate=...``.
+    """
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        if args and isinstance(args[0], RewardModel):
+            if kwargs.get("reward_model") is not None:
+                raise ValueError("reward_model was given both positionally and as a keyword: pass it once")
+            kwargs["reward_model"], args = args[0], args[1:]
+        init(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 class PPO_REWARD(PreferenceRewardMixin, PPO):  # B-Pref's name, kept so its scripts run unchanged
@@ -20,26 +47,193 @@ class PPO_REWARD(PreferenceRewardMixin, PPO):  # B-Pref's name, kept so its scri
         PPO_REWARD("MlpPolicy", env, reward_model=reward_model, teacher="oracle", max_feed=1000)
         PPO_REWARD(reward_model, MlpPolicy, env, num_interaction=16000, max_feed=1000)  # B-Pref's
 
+    From a config file (RL Zoo's YAML, Optuna), give ``reward_model_kwargs`` instead of an object:
+    the model is built from the env's spaces, as ``policy_kwargs`` builds the policy.
+
     ``learn(total_timesteps, unsuper_flag=1)`` first maximises state entropy for ``unsuper_step``
     env steps, then asks ``reward_model.mb_size`` queries every ``num_interaction`` steps until
     ``max_feed`` queries were asked, training the policy on the model's predicted reward. The true
     reward is only used by a scripted teacher and for logging (``rollout/ep_rew_mean``).
 
-    Preference arguments (see :class:`~sb3_pref.common.sb3_glue.PreferenceRewardMixin`):
-    ``reward_model, teacher, num_interaction, num_feed, feed_type, re_update, metaworld_flag,
-    max_feed, unsuper_step, unsuper_n_epochs, size_segment, max_ep_len, unsuper_flag,
-    normalize_reward, anneal_reward_lr, segment_capacity, entropy_k``.
-
-    :param args: ``(policy, env)``, optionally preceded by the reward model (B-Pref's order)
-    :param kwargs: PPO's keyword arguments and the preference arguments above
+    :param policy: the policy model (``"MlpPolicy"``, ``"CnnPolicy"``, ``"MultiInputPolicy"`` or a class)
+    :param env: the environment to learn from (an env, a VecEnv, or a registered id)
+    :param learning_rate: as in PPO
+    :param n_steps: as in PPO
+    :param batch_size: as in PPO
+    :param n_epochs: as in PPO
+    :param gamma: as in PPO
+    :param gae_lambda: as in PPO
+    :param clip_range: as in PPO
+    :param clip_range_vf: as in PPO
+    :param normalize_advantage: as in PPO
+    :param ent_coef: as in PPO
+    :param vf_coef: as in PPO
+    :param max_grad_norm: as in PPO
+    :param use_sde: as in PPO
+    :param sde_sample_freq: as in PPO
+    :param rollout_buffer_class: as in PPO
+    :param rollout_buffer_kwargs: as in PPO
+    :param target_kl: as in PPO
+    :param stats_window_size: as in PPO
+    :param tensorboard_log: as in PPO
+    :param policy_kwargs: as in PPO
+    :param verbose: as in PPO
+    :param seed: as in PPO; also seeds an unseeded reward model and scripted teacher
+    :param device: as in PPO (the policy's device; the reward model has its own ``device``)
+    :param _init_setup_model: as in PPO
+    :param reward_model: the learned reward (see :class:`~sb3_pref.common.sb3_glue.PreferenceRewardMixin`
+        for this and every following parameter)
+    :param reward_model_kwargs: keyword arguments of :class:`~sb3_pref.common.reward_model.RewardModel`
+        (without the spaces), to build it from the env's spaces: the config-file form of ``reward_model``
+    :param teacher: who answers queries
+    :param num_interaction: env steps between query rounds
+    :param num_feed: accepted for B-Pref compatibility
+    :param feed_type: query selection method
+    :param re_update: the most reward-model epochs per query round
+    :param metaworld_flag: accepted for B-Pref compatibility
+    :param max_feed: total feedback budget
+    :param unsuper_step: env steps of state-entropy pretraining
+    :param unsuper_n_epochs: PPO epochs per update during pretraining
+    :param size_segment: segment length
+    :param max_ep_len: episode length for the teacher's thresholds
+    :param unsuper_flag: default of ``learn(unsuper_flag=...)``
+    :param normalize_reward: rescale predicted rewards after each refit
+    :param anneal_reward_lr: decay the reward model's learning rate within each round
+    :param segment_capacity: transitions kept for drawing query segments
+    :param entropy_k: k of the k-NN state-entropy reward
+    :param reward_schedule: how long each round trains the reward model: ``"auto"`` or ``"bpref"``
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if args and isinstance(args[0], RewardModel):
-            if "reward_model" in kwargs:
-                raise ValueError("reward_model was given both positionally and as a keyword: pass it once")
-            kwargs["reward_model"], args = args[0], args[1:]
-        super().__init__(*args, **kwargs)
+    @accept_reward_model_first
+    def __init__(
+        self,
+        policy: Union[str, type[ActorCriticPolicy]],
+        env: Union[GymEnv, str],
+        learning_rate: Union[float, Schedule] = 3e-4,
+        n_steps: int = 2048,
+        batch_size: int = 64,
+        n_epochs: int = 10,
+        gamma: float = 0.99,
+        gae_lambda: float = 0.95,
+        clip_range: Union[float, Schedule] = 0.2,
+        clip_range_vf: Union[float, Schedule, None] = None,
+        normalize_advantage: bool = True,
+        ent_coef: float = 0.0,
+        vf_coef: float = 0.5,
+        max_grad_norm: float = 0.5,
+        use_sde: bool = False,
+        sde_sample_freq: int = -1,
+        rollout_buffer_class: Optional[type[RolloutBuffer]] = None,
+        rollout_buffer_kwargs: Optional[dict[str, Any]] = None,
+        target_kl: Optional[float] = None,
+        stats_window_size: int = 100,
+        tensorboard_log: Optional[str] = None,
+        policy_kwargs: Optional[dict[str, Any]] = None,
+        verbose: int = 0,
+        seed: Optional[int] = None,
+        device: Union[th.device, str] = "auto",
+        _init_setup_model: bool = True,
+        # PreferenceRewardMixin's arguments, in its order.
+        reward_model: Optional[RewardModel] = None,
+        reward_model_kwargs: Optional[dict[str, Any]] = None,
+        teacher: Union[BaseTeacher, str, None] = None,
+        num_interaction: int = 16000,
+        num_feed: int = 1,
+        feed_type: Union[int, str] = 0,
+        re_update: int = 100,
+        metaworld_flag: bool = False,
+        max_feed: int = 1400,
+        unsuper_step: int = 32000,
+        unsuper_n_epochs: int = 50,
+        size_segment: Optional[int] = None,
+        max_ep_len: Optional[int] = None,
+        unsuper_flag: Optional[int] = None,
+        normalize_reward: bool = False,
+        anneal_reward_lr: bool = False,
+        segment_capacity: int = 100_000,
+        entropy_k: int = 5,
+        reward_schedule: str = "auto",
+    ) -> None:
+        super().__init__(
+            policy,
+            env,
+            learning_rate=learning_rate,
+            n_steps=n_steps,
+            batch_size=batch_size,
+            n_epochs=n_epochs,
+            gamma=gamma,
+            gae_lambda=gae_lambda,
+            clip_range=clip_range,
+            clip_range_vf=clip_range_vf,
+            normalize_advantage=normalize_advantage,
+            ent_coef=ent_coef,
+            vf_coef=vf_coef,
+            max_grad_norm=max_grad_norm,
+            use_sde=use_sde,
+            sde_sample_freq=sde_sample_freq,
+            rollout_buffer_class=rollout_buffer_class,
+            rollout_buffer_kwargs=rollout_buffer_kwargs,
+            target_kl=target_kl,
+            stats_window_size=stats_window_size,
+            tensorboard_log=tensorboard_log,
+            policy_kwargs=policy_kwargs,
+            verbose=verbose,
+            seed=seed,
+            device=device,
+            _init_setup_model=_init_setup_model,
+            reward_model=reward_model,
+            reward_model_kwargs=reward_model_kwargs,
+            teacher=teacher,
+            num_interaction=num_interaction,
+            num_feed=num_feed,
+            feed_type=feed_type,
+            re_update=re_update,
+            metaworld_flag=metaworld_flag,
+            max_feed=max_feed,
+            unsuper_step=unsuper_step,
+            unsuper_n_epochs=unsuper_n_epochs,
+            size_segment=size_segment,
+            max_ep_len=max_ep_len,
+            unsuper_flag=unsuper_flag,
+            normalize_reward=normalize_reward,
+            anneal_reward_lr=anneal_reward_lr,
+            segment_capacity=segment_capacity,
+            entropy_k=entropy_k,
+            reward_schedule=reward_schedule,
+        )
+
+    def learn(
+        self: SelfPPOReward,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        log_interval: int = 1,
+        tb_log_name: str = "PPO_REWARD",
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+        unsuper_flag: Optional[int] = None,
+    ) -> SelfPPOReward:
+        """
+        PPO's ``learn`` plus B-Pref's ``unsuper_flag``.
+
+        :param total_timesteps: env steps to train for (summed over envs)
+        :param callback: callback(s) called at every step, seeing the relabelled rollout
+        :param log_interval: log every this many rollouts
+        :param tb_log_name: tensorboard run name
+        :param reset_num_timesteps: start the step counter (and the logger) anew
+        :param progress_bar: show a progress bar (needs tqdm and rich)
+        :param unsuper_flag: 1 pretraining then preferences, 2 pretraining then the true reward, 0 no
+            pretraining; None keeps the constructor's
+        :return: the trained model
+        """
+        return super().learn(
+            total_timesteps=total_timesteps,
+            callback=callback,
+            log_interval=log_interval,
+            tb_log_name=tb_log_name,
+            reset_num_timesteps=reset_num_timesteps,
+            progress_bar=progress_bar,
+            unsuper_flag=unsuper_flag,
+        )
 
 
 PrefPPO = PPO_REWARD

@@ -1,0 +1,89 @@
+"""
+Gymnasium ids for the B-Pref benchmark tasks, under B-Pref's own names.
+
+Registered when :mod:`sb3_pref` is imported (``import sb3_pref`` is enough, and RL Zoo's
+``--gym-packages sb3_pref`` does it), so that ``gym.make``, SB3's ``make_vec_env`` and RL Zoo's
+``--env`` reach them:
+
+- dm_control suite: ``"walker_walk"``, ``"quadruped_walk"``, ``"cheetah_run"``, ... (``domain_task``),
+  created as :class:`~sb3_pref.envs.dmc.DMCEnv` (flat float32 observations, actions in ``[-1, 1]``);
+- Meta-World: ``"metaworld_button-press-topdown-v2"``, ``"metaworld_sweep-into-v2"``, ... (B-Pref's
+  ``metaworld_<task>-v2``; Meta-World 3 renamed the same tasks ``-v3``), created as B-Pref trains on
+  them by :func:`~sb3_pref.envs.metaworld.make_metaworld_env`.
+
+The task lists are written out here so that registering imports neither dm_control nor Meta-World
+(both optional and slow to import); ``tests/test_registration.py`` checks them against the packages.
+Registering never overrides an id that something else registered first.
+"""
+
+import gymnasium as gym
+
+#: dm_control ``suite.ALL_TASKS`` (dm-control 1.0.28) as B-Pref names ``domain_task``
+DMC_TASKS: tuple[tuple[str, str], ...] = (
+    *[("acrobot", task) for task in ("swingup", "swingup_sparse")],
+    ("ball_in_cup", "catch"),
+    *[("cartpole", task) for task in ("balance", "balance_sparse", "swingup", "swingup_sparse", "three_poles", "two_poles")],
+    ("cheetah", "run"),
+    *[("dog", task) for task in ("fetch", "run", "stand", "trot", "walk")],
+    *[("finger", task) for task in ("spin", "turn_easy", "turn_hard")],
+    *[("fish", task) for task in ("swim", "upright")],
+    *[("hopper", task) for task in ("hop", "stand")],
+    *[("humanoid", task) for task in ("run", "run_pure_state", "stand", "walk")],
+    *[("humanoid_CMU", task) for task in ("run", "stand", "walk")],
+    *[("lqr", task) for task in ("lqr_2_1", "lqr_6_2")],
+    *[("manipulator", task) for task in ("bring_ball", "bring_peg", "insert_ball", "insert_peg")],
+    ("pendulum", "swingup"),
+    *[("point_mass", task) for task in ("easy", "hard")],
+    *[("quadruped", task) for task in ("escape", "fetch", "run", "walk")],
+    *[("reacher", task) for task in ("easy", "hard")],
+    *[("stacker", task) for task in ("stack_2", "stack_4")],
+    *[("swimmer", task) for task in ("swimmer15", "swimmer6")],
+    *[("walker", task) for task in ("run", "stand", "walk")],
+)
+
+#: Meta-World 3 task names without their ``-v3`` suffix (``metaworld.env_dict.ALL_V3_ENVIRONMENTS``)
+METAWORLD_TASKS: tuple[str, ...] = tuple(
+    """assembly basketball bin-picking box-close button-press-topdown button-press-topdown-wall button-press
+    button-press-wall coffee-button coffee-pull coffee-push dial-turn disassemble door-close door-lock door-open
+    door-unlock drawer-close drawer-open faucet-close faucet-open hammer hand-insert handle-press-side handle-press
+    handle-pull-side handle-pull lever-pull peg-insert-side peg-unplug-side pick-out-of-hole pick-place
+    pick-place-wall plate-slide-back-side plate-slide-back plate-slide-side plate-slide push-back push push-wall
+    reach reach-wall shelf-place soccer stick-pull stick-push sweep-into sweep window-close window-open""".split()
+)
+
+
+def dmc_env_id(domain: str, task: str) -> str:
+    """:return: the registered id of a dm_control task (B-Pref's name), e.g. ``"walker_walk"``"""
+    return f"{domain}_{task}"
+
+
+def metaworld_env_id(task: str) -> str:
+    """:return: the registered id of a Meta-World task (B-Pref's name), e.g. ``"metaworld_sweep-into-v2"``"""
+    return f"metaworld_{task}-v2"
+
+
+def register_benchmark_envs() -> list[str]:
+    """
+    Register every dm_control and Meta-World task under its B-Pref name (idempotent).
+
+    :return: the ids registered by this call
+    """
+    registered = []
+    for domain, task in DMC_TASKS:
+        env_id = dmc_env_id(domain, task)
+        if env_id not in gym.registry:
+            # The episode ends at the task's own time limit (truncated), so no TimeLimit is added.
+            gym.register(env_id, entry_point="sb3_pref.envs.dmc:DMCEnv", kwargs={"domain_name": domain, "task_name": task})
+            registered.append(env_id)
+    for task in METAWORLD_TASKS:
+        env_id = metaworld_env_id(task)
+        if env_id not in gym.registry:
+            # seed=None: gymnasium's reset(seed=...) seeds the goal sampler, as for any registered env.
+            gym.register(
+                env_id,
+                entry_point="sb3_pref.envs.metaworld:make_metaworld_env",
+                kwargs={"name": env_id, "seed": None},
+                max_episode_steps=None,
+            )
+            registered.append(env_id)
+    return registered

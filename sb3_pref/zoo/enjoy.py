@@ -1,0 +1,15 @@
+"""``python -m sb3_pref.zoo.enjoy``: RL Zoo's ``enjoy`` with ``ppo_reward`` registered (same flags)."""
+
+from sb3_pref.zoo import register
+
+
+def main() -> None:
+    """Register ``ppo_reward`` and run the Zoo's ``enjoy`` (it reads the run's saved config, not ours)."""
+    from rl_zoo3.enjoy import enjoy
+
+    register()
+    enjoy()
+
+
+if __name__ == "__main__":
+    main()

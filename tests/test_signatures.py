@@ -1,0 +1,97 @@
+"""PPO_REWARD's explicit signature, config-only use (reward_model_kwargs) and arguments that need a model."""
+
+import inspect
+
+import numpy as np
+import pytest
+import torch as th
+from stable_baselines3 import PPO
+from stable_baselines3.common.env_util import make_vec_env
+
+from sb3_pref import PPO_REWARD, RewardModel
+from sb3_pref.common.sb3_glue import PreferenceRewardMixin
+
+SMALL = dict(n_steps=64, batch_size=64, n_epochs=1, policy_kwargs={"net_arch": [16]}, seed=0)
+MODEL_KWARGS = dict(size_segment=10, mb_size=10, hidden_dim=16, ensemble_size=2, teacher_beta=2.0)
+
+
+def test_signature_lists_every_ppo_and_preference_parameter_with_its_default():
+    ours = inspect.signature(PPO_REWARD).parameters
+    ppo = inspect.signature(PPO).parameters
+    mixin = {
+        name: parameter
+        for name, parameter in inspect.signature(PreferenceRewardMixin.__init__).parameters.items()
+        if name != "self" and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+    }
+    assert not any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in ours.values()), "no *args/**kwargs"
+    # PPO's parameters first, in PPO's order and with its defaults, then every preference parameter.
+    assert list(ours)[: len(ppo)] == list(ppo)
+    assert set(ours) == set(ppo) | set(mixin), f"missing: {set(ppo) | set(mixin) - set(ours)}"
+    for name, parameter in [*ppo.items(), *mixin.items()]:
+        assert ours[name].default == parameter.default, name
+    learn = inspect.signature(PPO_REWARD.learn)
+    assert learn.return_annotation is not inspect.Signature.empty
+    assert "unsuper_flag" in learn.parameters and learn.parameters["tb_log_name"].default == "PPO_REWARD"
+    # The API page and help() see the parameters too.
+    assert ":param reward_model_kwargs:" in PPO_REWARD.__doc__ and ":param n_epochs:" in PPO_REWARD.__doc__
+
+
+def test_bpref_positional_call_shape_still_works():
+    env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
+    reward_model = RewardModel(env.observation_space, env.action_space, size_segment=10, mb_size=10)
+    model = PPO_REWARD(reward_model, "MlpPolicy", env, learning_rate=1e-3, max_feed=30, **SMALL)
+    assert model.reward_model is reward_model and model.learning_rate == 1e-3 and model.max_feed == 30
+    with pytest.raises(ValueError, match="both positionally and as a keyword"):
+        PPO_REWARD(reward_model, "MlpPolicy", env, reward_model=reward_model)
+
+
+def test_reward_model_kwargs_builds_from_the_env_spaces_and_survives_save_load(tmp_path):
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+    model = PPO_REWARD(
+        "MlpPolicy", env, reward_model_kwargs=MODEL_KWARGS, max_feed=20, num_interaction=128, unsuper_step=128,
+        unsuper_n_epochs=1, re_update=2, **SMALL,
+    )  # fmt: skip
+    reward_model = model.reward_model
+    assert isinstance(reward_model, RewardModel)
+    assert (reward_model.obs_dim, reward_model.act_dim, reward_model.hidden_dim, reward_model.ensemble_size) == (3, 1, 16, 2)
+    assert model.unsuper_flag == 1, "a model from kwargs pretrains and learns preferences as a model object does"
+    model.learn(64 * 2 * 3)
+    assert model.pref_learner.counters()["total_feed"] > 0
+    model.save(tmp_path / "model")
+    loaded = PPO_REWARD.load(tmp_path / "model", env=env)
+    assert loaded.reward_model is not reward_model
+    assert loaded.reward_model_kwargs == MODEL_KWARGS
+    # Same weights and the kwargs' teacher (beta=2), not a default oracle.
+    obs, act = np.random.default_rng(0).normal(size=(5, 3)), np.random.default_rng(1).normal(size=(5, 1))
+    predict = [m.reward_model.predict_obs_action(obs, act) for m in (loaded, model)]
+    np.testing.assert_allclose(predict[0], predict[1], atol=1e-6)
+    assert loaded.pref_learner.teacher.beta == 2.0
+    # One model per construction: two algorithms from one config never share a model.
+    other = PPO_REWARD("MlpPolicy", env, reward_model_kwargs=MODEL_KWARGS, **SMALL)
+    assert other.reward_model is not reward_model
+    assert not th.equal(next(iter(other.reward_model.ensemble.parameters())), next(iter(reward_model.ensemble.parameters())))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(teacher="oracle", max_feed=100), "teacher, max_feed given without a reward model"),
+        (dict(num_interaction=500), "num_interaction given without a reward model"),
+        (dict(reward_model_kwargs={"obs_dim": 3}), "must not contain 'obs_dim'"),
+        (dict(reward_model_kwargs=[1]), "reward_model_kwargs must be a dict"),
+    ],
+)
+def test_preference_arguments_without_a_model_are_refused(kwargs, match):
+    env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
+    with pytest.raises(ValueError, match=match):
+        PPO_REWARD("MlpPolicy", env, **kwargs)
+    # Pretraining alone (B-Pref's PPO + unsupervised pretraining baseline) needs no model.
+    model = PPO_REWARD("MlpPolicy", env, unsuper_flag=2, unsuper_step=64, max_ep_len=200, **SMALL)
+    assert model.reward_model is None
+
+
+def test_both_a_model_and_its_kwargs_are_refused():
+    env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
+    reward_model = RewardModel(env.observation_space, env.action_space)
+    with pytest.raises(ValueError, match="reward_model and reward_model_kwargs were both given"):
+        PPO_REWARD("MlpPolicy", env, reward_model=reward_model, reward_model_kwargs={"lr": 1e-3})
