@@ -104,7 +104,7 @@ def load_reference_policy(source: ReferenceSource, device: Union[str, th.device]
         source = source.policy
     if isinstance(source, BasePolicy):
         # Rebuilt rather than deep-copied: a live policy holds optimizer state and non-leaf tensors.
-        policy = type(source)(**source._get_constructor_parameters())
+        policy = rebuild_policy(policy_config(source), device)
         policy.load_state_dict(source.state_dict())
     elif isinstance(source, (str, os.PathLike)):
         data, params, _ = load_from_zip_file(source, device=device)
@@ -290,7 +290,17 @@ def rebuild_policy(config: dict[str, Any], device: Union[str, th.device]) -> Bas
 
 def policy_config(policy: BasePolicy) -> dict[str, Any]:
     """What :func:`rebuild_policy` needs (saved with the algorithm's data)."""
-    return {"class": type(policy), "data": policy._get_constructor_parameters()}
+    data = policy._get_constructor_parameters()
+    if _is_recurrent(policy) and "lstm_hidden_size" not in data:
+        # sb3-contrib's recurrent policy leaves its recurrent sizes out of its constructor parameters.
+        data.update(
+            lstm_hidden_size=policy.lstm_output_dim,
+            n_lstm_layers=policy.lstm_actor.num_layers,
+            shared_lstm=policy.shared_lstm,
+            enable_critic_lstm=policy.enable_critic_lstm,
+            lstm_kwargs=policy.lstm_kwargs,
+        )
+    return {"class": type(policy), "data": data}
 
 
 class RLHFMixin:
