@@ -5,7 +5,7 @@ the model then relabels whole rollouts in one batched pass.
 """
 
 import warnings
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 import torch as th
@@ -61,6 +61,10 @@ class PreferenceLearner:
     :param max_ep_len: episode length used for the teacher's thresholds; None uses the observed mean
     :param segment_capacity: transitions kept for drawing segments (oldest dropped)
     :param normalize_rewards: rescale predictions to mean 0 / std 1 on recent transitions after each refit
+    :param normalize_before: also fit that gain/bias just before each refit (the RLHF document's
+        ``normalize_before``); without ``normalize_rewards`` the pre-training gain/bias stays in use after it
+    :param normalization_sampler: returns the ``(N, obs_dim + act_dim)`` features the gain/bias are
+        fitted on (e.g. states paired with reference-policy actions); None uses the newest stored transitions
     :param anneal_lr: decay the reward model's learning rate linearly to 0 over each round's gradient steps
     :param n_eval_pairs: fresh pairs used to measure agreement with an oracle after each round
     :param seed: seed of the learner's generator (segment sampling, minibatch order): the learner stream
@@ -85,6 +89,8 @@ class PreferenceLearner:
         segment_capacity: int = 100_000,
         normalize_rewards: bool = False,
         anneal_lr: bool = False,
+        normalize_before: bool = False,
+        normalization_sampler: Optional[Callable[[], np.ndarray]] = None,
         n_eval_pairs: int = 256,
         seed: Optional[int] = None,
         schedule: str = "auto",
@@ -107,6 +113,8 @@ class PreferenceLearner:
         self.target_accuracy = float(target_accuracy)
         self.max_ep_len = max_ep_len
         self.normalize_rewards = normalize_rewards
+        self.normalize_before = normalize_before
+        self.normalization_sampler = normalization_sampler
         self.anneal_lr = anneal_lr
         self.n_eval_pairs = int(n_eval_pairs)
         self.rng = stream_generator(seed, LEARNER_STREAM)
@@ -213,6 +221,8 @@ class PreferenceLearner:
             self.n_rounds += 1
             stats["round_queries"] = float(n_queries)
         if len(self.dataset) > 0:
+            if self.normalize_before:
+                self._fit_normalisation()
             fit = self.reward_model.train(
                 self.dataset,
                 self.rng,
@@ -269,8 +279,13 @@ class PreferenceLearner:
         return seg_0.take(index), seg_1.take(index)
 
     def _fit_normalisation(self, n_transitions: int = 10_000) -> None:
-        obs, actions, _ = self.store.last_transitions(n_transitions)
-        raw, _ = self.reward_model.predict(np.concatenate([obs, actions], axis=-1))
+        # After this, predict_rewards on the same features has mean 0 / std 1 (gain 1/std, bias -mean/std).
+        if self.normalization_sampler is not None:
+            features = self.normalization_sampler()
+        else:
+            obs, actions, _ = self.store.last_transitions(n_transitions)
+            features = np.concatenate([obs, actions], axis=-1)
+        raw, _ = self.reward_model.predict(features)
         self.reward_shift = float(raw.mean())
         self.reward_scale = float(raw.std()) + 1e-8
 

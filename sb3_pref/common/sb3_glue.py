@@ -24,6 +24,7 @@ from sb3_pref.common.learner import PreferenceLearner, make_teacher, to_numpy_st
 from sb3_pref.common.preprocessing import FeatureEncoder
 from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.reward_training import check_schedule
+from sb3_pref.common.rlhf import ReferenceSource, RLHFMixin
 from sb3_pref.common.rollout import (
     PHASE_PREFERENCE,
     PHASE_PRETRAIN,
@@ -40,7 +41,7 @@ from sb3_pref.common.validation import (
 )
 
 
-class PreferenceRewardMixin:
+class PreferenceRewardMixin(RLHFMixin):
     """
     Preference-based reward learning for an SB3 on-policy algorithm (``class X(PreferenceRewardMixin, PPO)``).
 
@@ -71,6 +72,20 @@ class PreferenceRewardMixin:
         gradient steps in proportion to the round's new labels, at most ``re_update`` passes) or
         ``"bpref"`` (B-Pref's: up to ``re_update`` passes over all labels); see
         :mod:`sb3_pref.common.reward_training`
+    :param reference_policy: RLHF fine-tuning (docs/howto-finetune.md): penalise the learned reward per
+        step by ``kl_coef * (log pi(a|s) - log pi_ref(a|s))`` before GAE. An SB3 policy or model, the
+        path of a saved model, or ``"initial"`` (a frozen copy of the policy when ``learn`` is first
+        called); its weights are saved with this model. None: no penalty
+    :param kl_coef: the KL coefficient (the starting value when ``kl_target`` is set)
+    :param kl_target: adapt ``kl_coef`` towards this mean KL per env step (the RLHF document's
+        controller); None keeps it fixed
+    :param kl_horizon: env steps (summed over envs) of the adaptive controller's horizon
+    :param normalize_reward_before: fit the reward's gain/bias before each refit as well (RLHF ``normalize_before``)
+    :param normalize_reward_samples: what the gain/bias are fitted on: ``"recent"`` transitions, or
+        ``"reference"``: the latest rollout's states with actions drawn from the reference policy
+    :param whiten_reward: divide each rollout's rewards by their std, keeping their mean (after the KL penalty)
+    :param zero_value_head: value head weights and bias at 0 when training starts and whenever it is reset
+    :param anneal_policy_lr: the policy's learning rate decays linearly to 0 over each ``learn`` call
     """
 
     #: pretraining default when a reward model is given (B-Pref's PrefPPO pretrains)
@@ -106,6 +121,15 @@ class PreferenceRewardMixin:
         segment_capacity: int = 100_000,
         entropy_k: int = 5,
         reward_schedule: str = "auto",
+        reference_policy: ReferenceSource = None,
+        kl_coef: float = 0.1,
+        kl_target: Optional[float] = None,
+        kl_horizon: int = 10_000,
+        normalize_reward_before: bool = False,
+        normalize_reward_samples: str = "recent",
+        whiten_reward: bool = False,
+        zero_value_head: bool = False,
+        anneal_policy_lr: bool = False,
         **kwargs: Any,
     ) -> None:
         arguments = locals()
@@ -149,6 +173,17 @@ class PreferenceRewardMixin:
         self._teacher_class = None
         self.pref_learner: Optional[PreferenceLearner] = None
         self.entropy_reward: Optional[StateEntropyReward] = None
+        self._init_rlhf(
+            reference_policy,
+            kl_coef=kl_coef,
+            kl_target=kl_target,
+            kl_horizon=kl_horizon,
+            normalize_reward_before=normalize_reward_before,
+            normalize_reward_samples=normalize_reward_samples,
+            whiten_reward=whiten_reward,
+            zero_value_head=zero_value_head,
+            anneal_policy_lr=anneal_policy_lr,
+        )
         super().__init__(*args, **kwargs)
 
     # ------------------------------------------------------------------ set-up
@@ -160,6 +195,7 @@ class PreferenceRewardMixin:
             self.anneal_reward_lr, self.segment_capacity, self.entropy_k,
         )  # fmt: skip
         super()._setup_model()
+        self._setup_rlhf()
         # Also on load, where teacher=... may be given to load() as a preset name or an object.
         given_at_load = getattr(self, "_teacher_given_at_load", False)
         self._teacher_given_at_load = False
@@ -216,6 +252,8 @@ class PreferenceRewardMixin:
             segment_capacity=self.segment_capacity,
             normalize_rewards=self.normalize_reward,
             anneal_lr=self.anneal_reward_lr,
+            normalize_before=self.normalize_reward_before,
+            normalization_sampler=self._reference_features if self.normalize_reward_samples == "reference" else None,
             seed=self.seed,
             schedule=self.reward_schedule,
         )
@@ -343,7 +381,10 @@ class PreferenceRewardMixin:
         value_net: nn.Linear = self.policy.value_net
         for parameter in value_net.parameters():
             self.policy.optimizer.state.pop(parameter, None)
-        nn.init.orthogonal_(value_net.weight, gain=1.0)
+        if self.zero_value_head:  # the RLHF document's N(0, 0) value head
+            nn.init.zeros_(value_net.weight)
+        else:
+            nn.init.orthogonal_(value_net.weight, gain=1.0)
         nn.init.zeros_(value_net.bias)
 
     def _finish_rollout(
@@ -357,6 +398,7 @@ class PreferenceRewardMixin:
         extras: Optional[dict[str, np.ndarray]] = None,
     ) -> None:
         n_transitions = true.size
+        self._rlhf_stash(obs)
         learner = self.pref_learner
         if learner is not None:
             learner.add_transitions(obs, actions, true, dones, extras=extras)
@@ -380,7 +422,7 @@ class PreferenceRewardMixin:
                 self._log_round(learner.query_round())
                 self._num_interactions = 0
             predicted = learner.predict_rewards(obs, actions)
-            relabel_rollout(self.rollout_buffer, predicted, seen)
+            relabel_rollout(self.rollout_buffer, self._rlhf_rewards(predicted), seen)
             if predicted.std() > 0 and true.std() > 0:
                 self.logger.record("reward/pred_true_corr", float(np.corrcoef(predicted.ravel(), true.ravel())[0, 1]))
         self.logger.record("reward/phase", self._rollout_phase)
@@ -423,13 +465,16 @@ class PreferenceRewardMixin:
         return super().load(path, env=env, device=device, **kwargs)
 
     def _excluded_save_params(self) -> list[str]:
-        excluded = ["reward_model", "teacher", "pref_learner", "entropy_reward", "_pref_encoder", "_teacher_given_at_load"]
-        return [*super()._excluded_save_params(), *excluded]
+        rlhf = ["reference_policy", "_reference_input", "_reference_kl", "_rollout_stash", "_rlhf_rng"]
+        pref = ["reward_model", "teacher", "pref_learner", "entropy_reward", "_pref_encoder", "_teacher_given_at_load"]
+        return [*super()._excluded_save_params(), *pref, *rlhf]
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         state_dicts, variables = super()._get_torch_save_params()
         if self.reward_model is not None:
             state_dicts = [*state_dicts, "reward_model.ensemble", "reward_model.optimizer", "pref_state"]
+        if self.reference_policy is not None:
+            state_dicts = [*state_dicts, "reference_policy"]
         return state_dicts, variables
 
     @property

@@ -10,6 +10,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 
 from sb3_pref.common.reward_model import RewardModel
+from sb3_pref.common.rlhf import ReferenceSource
 from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 from sb3_pref.common.teachers import BaseTeacher
 
@@ -102,6 +103,17 @@ class PPO_REWARD(PreferenceRewardMixin, PPO):  # B-Pref's name, kept so its scri
     :param segment_capacity: transitions kept for drawing query segments
     :param entropy_k: k of the k-NN state-entropy reward
     :param reward_schedule: how long each round trains the reward model: ``"auto"`` or ``"bpref"``
+    :param reference_policy: RLHF fine-tuning: the policy the per-step KL penalty pulls towards
+        (an SB3 policy or model, a saved model's path, or ``"initial"``)
+    :param kl_coef: the KL penalty's coefficient (its start value when ``kl_target`` is set)
+    :param kl_target: adapt ``kl_coef`` towards this mean KL per env step; None keeps it fixed
+    :param kl_horizon: env steps of the adaptive KL controller's horizon
+    :param normalize_reward_before: fit the reward's gain/bias before each refit as well
+    :param normalize_reward_samples: what the gain/bias are fitted on: ``"recent"`` transitions
+        or ``"reference"`` policy samples
+    :param whiten_reward: divide each rollout's rewards by their std, keeping their mean
+    :param zero_value_head: value head initialised to zero
+    :param anneal_policy_lr: the policy's learning rate decays linearly to 0 over each ``learn`` call
     """
 
     @accept_reward_model_first
@@ -153,6 +165,15 @@ class PPO_REWARD(PreferenceRewardMixin, PPO):  # B-Pref's name, kept so its scri
         segment_capacity: int = 100_000,
         entropy_k: int = 5,
         reward_schedule: str = "auto",
+        reference_policy: ReferenceSource = None,
+        kl_coef: float = 0.1,
+        kl_target: Optional[float] = None,
+        kl_horizon: int = 10_000,
+        normalize_reward_before: bool = False,
+        normalize_reward_samples: str = "recent",
+        whiten_reward: bool = False,
+        zero_value_head: bool = False,
+        anneal_policy_lr: bool = False,
     ) -> None:
         super().__init__(
             policy,
@@ -200,6 +221,15 @@ class PPO_REWARD(PreferenceRewardMixin, PPO):  # B-Pref's name, kept so its scri
             segment_capacity=segment_capacity,
             entropy_k=entropy_k,
             reward_schedule=reward_schedule,
+            reference_policy=reference_policy,
+            kl_coef=kl_coef,
+            kl_target=kl_target,
+            kl_horizon=kl_horizon,
+            normalize_reward_before=normalize_reward_before,
+            normalize_reward_samples=normalize_reward_samples,
+            whiten_reward=whiten_reward,
+            zero_value_head=zero_value_head,
+            anneal_policy_lr=anneal_policy_lr,
         )
 
     def learn(
