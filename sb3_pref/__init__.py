@@ -9,13 +9,16 @@ from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.segments import SegmentBatch, SegmentStore
 from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
 from sb3_pref.ppo_reward import PPO_REWARD, PrefPPO
+from sb3_pref.sac_reward import PEBBLE, SAC_REWARD
 
 with open(os.path.join(os.path.dirname(__file__), "version.txt")) as file_handler:
     __version__ = file_handler.read().strip()
 
 __all__ = [
+    "PEBBLE",
     "PPO_REWARD",
     "QUERY_METHODS",
+    "SAC_REWARD",
     "BaseTeacher",
     "PrefPPO",
     "PreferenceDataset",

@@ -117,6 +117,16 @@ class StateEntropyReward:
         :return: ``(n,)`` float32 rewards
         """
         self.add(obs)
+        return self.score(obs)
+
+    def score(self, obs: np.ndarray) -> np.ndarray:
+        """
+        Reward already stored observations (PEBBLE scores each sampled batch against the buffer):
+        their k-NN distances, added to the running std, over that std.
+
+        :param obs: ``(n, obs_dim)`` raw observations, stored before
+        :return: ``(n,)`` float32 rewards
+        """
         distances = self.knn_distance(obs)
         if len(distances) > 0:
             self.distance_stats.update(distances.astype(np.float64))

@@ -404,16 +404,7 @@ class PreferenceRewardMixin(RLHFMixin):
             learner.add_transitions(obs, actions, true, dones, extras=extras)
         if self._rollout_phase == PHASE_PRETRAIN:
             self._unsuper_steps_done += n_transitions
-            if self.entropy_reward is None:
-                # B-Pref keeps unsuper_step observations; bounded here so that a huge unsuper_step
-                # cannot allocate more than entropy_capacity rows (one rollout always fits).
-                capacity = max(min(self.unsuper_step, self.entropy_capacity), n_transitions)
-                self.entropy_reward = StateEntropyReward(obs.shape[-1], capacity=capacity, k=self.entropy_k)
-            # As B-Pref: each transition is scored by the observation its action was taken in (see
-            # docs/bpref-differences.md for the neighbours).
-            intrinsic = self.entropy_reward.compute(obs.reshape(n_transitions, -1)).reshape(true.shape)
-            relabel_rollout(self.rollout_buffer, intrinsic, seen)
-            self.logger.record("reward/entropy_reward_mean", float(intrinsic.mean()))
+            self._pretrain_rollout(obs, next, seen)
         elif self._rollout_phase == PHASE_PREFERENCE:
             self._num_interactions += n_transitions
             due = learner.n_rounds == 0 or self._num_interactions >= self.num_interaction
@@ -422,13 +413,37 @@ class PreferenceRewardMixin(RLHFMixin):
                 self._log_round(learner.query_round())
                 self._num_interactions = 0
             predicted = learner.predict_rewards(obs, actions)
-            relabel_rollout(self.rollout_buffer, self._rlhf_rewards(predicted), seen)
+            self._write_rewards(predicted, seen)
             if predicted.std() > 0 and true.std() > 0:
                 self.logger.record("reward/pred_true_corr", float(np.corrcoef(predicted.ravel(), true.ravel())[0, 1]))
         self.logger.record("reward/phase", self._rollout_phase)
         if learner is not None:
             for key, value in learner.counters().items():
                 self.logger.record(f"reward/{key}", value)
+
+    def _pretrain_rollout(self, obs: np.ndarray, next: np.ndarray, seen: np.ndarray) -> None:
+        """
+        On-policy pretraining: the rollout's rewards become the k-NN state-entropy reward of the states acted in.
+
+        :param obs: ``(T, n_envs, obs_dim)`` encoded raw observations the actions were taken in
+        :param next: ``(T, n_envs, obs_dim)`` encoded raw observations reached (terminal ones at episode ends)
+        :param seen: ``(T, n_envs)`` rewards the env returned to the algorithm
+        """
+        n_transitions = seen.size
+        if self.entropy_reward is None:
+            # B-Pref keeps unsuper_step observations; bounded here so that a huge unsuper_step
+            # cannot allocate more than entropy_capacity rows (one rollout always fits).
+            capacity = max(min(self.unsuper_step, self.entropy_capacity), n_transitions)
+            self.entropy_reward = StateEntropyReward(obs.shape[-1], capacity=capacity, k=self.entropy_k)
+        # As B-Pref: each transition is scored by the observation its action was taken in (see
+        # docs/bpref-differences.md for the neighbours).
+        intrinsic = self.entropy_reward.compute(obs.reshape(n_transitions, -1)).reshape(seen.shape)
+        relabel_rollout(self.rollout_buffer, intrinsic, seen)
+        self.logger.record("reward/entropy_reward_mean", float(intrinsic.mean()))
+
+    def _write_rewards(self, predicted: np.ndarray, seen: np.ndarray) -> None:
+        """On-policy: the finished rollout trains on ``predicted`` ``(T, n_envs)`` (see :func:`relabel_rollout`)."""
+        relabel_rollout(self.rollout_buffer, self._rlhf_rewards(predicted), seen)
 
     def _log_round(self, stats: dict[str, float]) -> None:
         for key, value in stats.items():
