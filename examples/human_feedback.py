@@ -236,6 +236,9 @@ def main() -> None:
     if args.mixed is not None:
         agreement = teacher.agreement()
         print(f"you and the scripted teacher agreed on {agreement['rate']:.0%} of {agreement['n']:.0f} pairs")
+    people = human.store.people_agreement()
+    if people["n"] > 0:
+        print(f"{people['people']:.0f} people agreed on {people['rate']:.0%} of {people['n']:.0f} pairs judged twice")
     print(timing_report(human))
     if not args.simulated_person:
         try:  # the page shows the result and the final policy's clip until the person is done looking

@@ -91,7 +91,9 @@ def test_person_answers_in_chromium_and_labels_reach_the_dataset(tmp_path, page)
         answers = [("#btn-left", None), (None, "ArrowRight"), (None, "w"), ("#btn-skip", None)]
         for position, (button, key) in enumerate(answers, start=1):
             page.wait_for_function(PAIR_READY, arg=position, timeout=30_000)
-            assert page.evaluate("[left, right].every((v) => v.videoWidth > 0 && v.readyState >= 2)")
+            # Real decoded frames in both (a wait: the page restarts both clips together once they play, and
+            # the seek back to the start drops readyState for a moment).
+            page.wait_for_function("() => [left, right].every((v) => v.videoWidth > 0 && v.readyState >= 2)", timeout=5_000)
             if position == 1:
                 page.wait_for_function("() => document.getElementById('pending').textContent === '4'")
                 assert page.text_content("#answered") == "0"
@@ -122,6 +124,11 @@ def check_round(teacher: HumanTeacher, learner: PreferenceLearner, outcome: dict
     for query_id in range(1, 5):
         info = teacher.store.query_info(query_id)
         assert info["asked"] <= info["created"] <= info["shown"] <= info["answered"]
+    # The page reports how long it waited for both clips to play, from putting them on screen: not the time
+    # the person spent on the pair before (the example's timing line is built from it).
+    for query_id in range(2, 5):
+        before, info = teacher.store.query_info(query_id - 1), teacher.store.query_info(query_id)
+        assert info["load_seconds"] is not None and 0 <= info["load_seconds"] <= info["shown"] - before["answered"] + 0.25
     first = teacher.store.query_info(1)
     print(f"query to both clips playing on screen: {first['shown'] - first['asked']:.2f} s")
 

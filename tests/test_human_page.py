@@ -51,8 +51,14 @@ def test_a_missing_clip_shows_a_message_and_can_be_answered_cant_tell(tmp_path, 
     teacher = teacher_with_pairs(tmp_path / "run", 2)
     try:
         os.remove(os.path.join(teacher.media_dir, teacher.store.pending(1)[0]["video_0"]))
+        teacher.load_state_dict({**teacher.state_dict(), "round": 0})  # as if resumed from a checkpoint before round 1
         page = new_page()
         page.goto(teacher.url)
+        # A resumed run tells the person that the pairs they see are asked again.
+        expect()(page.locator("#notice")).to_have_text(
+            "Training restarted from a checkpoint taken before query round 1: round 1 is asked again, with new clips. "
+            "Your earlier answers are kept and used too."
+        )
         expect()(page.locator("#left-error")).to_be_visible(timeout=15_000)
         expect()(page.locator("#left-error")).to_contain_text("could not be loaded")
         expect()(page.locator("#note")).to_contain_text("Can't tell")

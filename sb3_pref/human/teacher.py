@@ -420,9 +420,10 @@ class HumanTeacher(BaseTeacher):
         self._delivered = {int(query_id) for query_id in state.get("delivered", [])}
         last = self.store.last_round()
         if last > self._round:
+            rounds = f"round {last} is" if last == self._round + 1 else f"rounds {self._round + 1} to {last} are"
             self._notice = (
-                f"Training restarted from a checkpoint taken before query round {self._round + 1}: rounds "
-                f"{self._round + 1} to {last} are asked again, with new clips. Your earlier answers are kept and used too."
+                f"Training restarted from a checkpoint taken before query round {self._round + 1}: {rounds} "
+                "asked again, with new clips. Your earlier answers are kept and used too."
             )
 
     def export_dataset(self, path: Union[str, os.PathLike]) -> int:
