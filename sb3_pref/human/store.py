@@ -22,45 +22,10 @@ import numpy as np
 from sb3_pref.common.preferences import PreferenceDataset
 from sb3_pref.common.segments import SegmentBatch
 from sb3_pref.human.packing import pack_pair, unpack_pairs
+from sb3_pref.human.schema import create_or_migrate
 
 #: What a person can answer, and the label each answer becomes (1.0 = the right clip, ``seg_1``, preferred).
 CHOICE_LABELS: dict[str, float] = {"left": 0.0, "right": 1.0, "equal": 0.5, "skip": math.nan}
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS queries (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    round INTEGER NOT NULL,
-    asked REAL NOT NULL,
-    created REAL NOT NULL,
-    video_0 TEXT NOT NULL UNIQUE,
-    video_1 TEXT NOT NULL UNIQUE,
-    reference TEXT CHECK (reference IN ('left', 'right', 'equal', 'skip')),
-    shown REAL,
-    pair BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS answers (
-    query_id INTEGER PRIMARY KEY REFERENCES queries(id),
-    choice TEXT NOT NULL CHECK (choice IN ('left', 'right', 'equal', 'skip')),
-    answered REAL NOT NULL
-);
-"""
-# Version 2 (several people, corrections, page state): columns added to the version-1 tables by
-# ALTER TABLE, so a run folder written before keeps every query and answer and opens as it was.
-_SCHEMA_VERSION = 2
-_ADDED_COLUMNS = {
-    "answers": {"labeller": "TEXT", "used": "REAL", "corrected": "REAL"},
-    "queries": {"load_seconds": "REAL"},
-}
-_SCHEMA_2 = """
-CREATE TABLE IF NOT EXISTS opinions (
-    query_id INTEGER NOT NULL REFERENCES queries(id),
-    labeller TEXT NOT NULL,
-    choice TEXT NOT NULL CHECK (choice IN ('left', 'right', 'equal', 'skip')),
-    answered REAL NOT NULL,
-    PRIMARY KEY (query_id, labeller)
-);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
 
 
 class UnknownQueryError(KeyError):
@@ -102,18 +67,8 @@ class LabelStore:
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30.0)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
-        self._migrate()
-
-    def _migrate(self) -> None:
         with self._lock:
-            for table, columns in _ADDED_COLUMNS.items():
-                present = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
-                for name, kind in columns.items():
-                    if name not in present:
-                        self._db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
-            self._db.executescript(_SCHEMA_2)
-            self._db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            create_or_migrate(self._db)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
