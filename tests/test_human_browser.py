@@ -209,6 +209,7 @@ def test_a_training_run_from_first_question_to_result(tmp_path, page):
         # The end: training finished, the curve of the true return, and the final policy's clip.
         expect(page.locator("#training")).to_have_text("Training has finished. Every answer is saved.")
         expect(page.locator("#empty")).to_contain_text("Nothing more to judge")
+        expect(page.locator("#note")).to_have_text("")  # no stale "Saved: ..." of the last answer
         assert "New ones appear" not in page.inner_text("body")
         curve = page.locator("#curve svg")
         expect(curve).to_have_attribute("aria-label", re.compile(r"Mean episode return .*at step 768 \(\d+ points\)"))
