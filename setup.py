@@ -43,7 +43,7 @@ setup(
     long_description=long_description,
     long_description_content_type="text/markdown",
     packages=find_packages(include=["sb3_pref", "sb3_pref.*"]),
-    package_data={"sb3_pref": ["py.typed", "version.txt", "zoo/hyperparams/*.yml"]},
+    package_data={"sb3_pref": ["py.typed", "version.txt", "zoo/hyperparams/*.yml", "human/static/*.html"]},
     python_requires=">=3.9",
     install_requires=[
         "stable-baselines3>=2.4",

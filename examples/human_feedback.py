@@ -100,8 +100,10 @@ def simulated_person(teacher: HumanTeacher, args: argparse.Namespace, stop: thre
         urllib.request.urlopen(urllib.request.Request(f"{base}api/answer", data=body, headers=headers), timeout=10).close()
 
 
-def behaviour(model: PPO_REWARD, make_render_env: Callable[[], gym.Env], args: argparse.Namespace, video: str = "") -> str:
-    """One deterministic episode: its true return, Pendulum's net turns, and optionally a clip of it."""
+def behaviour(
+    model: PPO_REWARD, make_render_env: Callable[[], gym.Env], args: argparse.Namespace, video: str = ""
+) -> tuple[str, str]:
+    """One deterministic episode: its true return and Pendulum's net turns, and optionally a clip of it (its path)."""
     env = RenderStateWrapper(make_render_env())
     obs, _ = env.reset(seed=args.seed + 1000)
     states, total, done = [], 0.0, False
@@ -116,15 +118,20 @@ def behaviour(model: PPO_REWARD, make_render_env: Callable[[], gym.Env], args: a
     if args.env == "Pendulum-v1":
         turns = np.sum(np.asarray(states)[:, 1]) * env.unwrapped.dt / (2 * np.pi)
         summary += f", {turns:+5.1f} turns (+ = counter-clockwise)"
+    clip = ""
     if video:
         renderer = SegmentRenderer(make_render_env)
-        summary += f", clip: {renderer.write(np.asarray(states), video)}"
+        clip = renderer.write(np.asarray(states), video)
         renderer.close()
-    return summary
+    return summary, clip
 
 
 def timing_report(teacher: HumanTeacher) -> str:
-    """Medians over the run's queries: clips ready after the query, on screen after that, the person's time."""
+    """
+    Medians over the run's queries: clips ready after the query; playing on the page after the page put
+    them on screen (the wait for the clip only, not the time the person spent on earlier pairs); the
+    person's time per answer.
+    """
     rows = [teacher.store.query_info(query_id) for query_id in range(1, teacher.store.counts()["queries"] + 1)]
     rows = [row for row in rows if row is not None]
     if not rows:
@@ -132,9 +139,11 @@ def timing_report(teacher: HumanTeacher) -> str:
     per_frame = 1000 * teacher.renderer.render_seconds / max(1, teacher.renderer.frames_rendered)
     ready = np.median([row["created"] - row["asked"] for row in rows])
     text = f"clips ready {ready:.2f} s after the query ({per_frame:.0f} ms per rendered frame)"
+    loaded = [row["load_seconds"] for row in rows if row["load_seconds"] is not None]
+    if loaded:
+        text += f", playing {np.median(loaded):.2f} s after the page showed them"
     shown = [row for row in rows if row["shown"] is not None]
     if shown:
-        text += f", playing on the page {np.median([row['shown'] - row['created'] for row in shown]):.2f} s later"
         answered = [row["answered"] - row["shown"] for row in shown if row["answered"] is not None]
         if answered:
             text += f"; you took {np.median(answered):.1f} s per answer"
@@ -192,7 +201,7 @@ def main() -> None:
             policy_kwargs={"net_arch": [64, 64]},
             seed=args.seed,
         )
-    before = behaviour(model, make_render_env, args)
+    before, _ = behaviour(model, make_render_env, args)
     stop = threading.Event()
     if args.simulated_person:
         threading.Thread(target=simulated_person, args=(human, args, stop), daemon=True).start()
@@ -213,12 +222,13 @@ def main() -> None:
     stop.set()
     model.save(os.path.join(args.run_dir, "model"))
     n_exported = human.export_dataset(os.path.join(args.run_dir, "labels.npz"))
-    after = behaviour(model, make_render_env, args, video=os.path.join(args.run_dir, "final_policy"))
+    after, clip = behaviour(model, make_render_env, args, video=os.path.join(args.run_dir, "final_policy"))
+    human.show_result(f"Before training: {before}. After: {after}.", video=clip)
 
     counters = model.pref_learner.counters()
     print(f"\n== taught by clicking: {args.env}, {model.num_timesteps} steps in {(time.time() - start) / 60:.1f} min ==")
     print(f"before: {before}")
-    print(f"after:  {after}")
+    print(f"after:  {after}, clip: {clip}")
     print(
         f"labels: {counters['labeled_feedback']:.0f} learned from ({counters['total_feed']:.0f} pairs asked, "
         f"{counters['skipped']:.0f} skipped), {n_exported} exported to {args.run_dir}/labels.npz"
@@ -226,7 +236,15 @@ def main() -> None:
     if args.mixed is not None:
         agreement = teacher.agreement()
         print(f"you and the scripted teacher agreed on {agreement['rate']:.0%} of {agreement['n']:.0f} pairs")
+    people = human.store.people_agreement()
+    if people["n"] > 0:
+        print(f"{people['people']:.0f} people agreed on {people['rate']:.0%} of {people['n']:.0f} pairs judged twice")
     print(timing_report(human))
+    if not args.simulated_person:
+        try:  # the page shows the result and the final policy's clip until the person is done looking
+            input(f"the result is on the page ({human.url}); press Enter to close it ")
+        except (EOFError, KeyboardInterrupt):
+            pass
     human.close()
 
 

@@ -1,11 +1,13 @@
 """Shared by the human-feedback tests: real Pendulum segments with render states, and a tiny HTTP client."""
 
+import contextlib
 import json
 import os
 import shutil
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
 import gymnasium as gym
@@ -140,3 +142,33 @@ def small_pendulum_model(
         policy_kwargs={"net_arch": [16]},
         seed=0,
     )
+
+
+@contextlib.contextmanager
+def launched_chromium() -> Iterator[Any]:
+    """Debian's headless chromium through Playwright (never Playwright's own download); one per test module."""
+    from playwright.sync_api import sync_playwright  # the tests extra installs it; only chromium may be missing
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+# Pair n is on screen and the page accepts answers for it (both clips play). The page ignores answers in
+# the first 300 ms after that (against a double click answering a pair nobody saw): wait ANSWER_DELAY_MS.
+PAIR_READY = """(n) => document.getElementById("pair-id").textContent.startsWith("Pair " + n + " ")
+    && !document.getElementById("btn-left").disabled"""
+ANSWER_DELAY_MS = 350
+
+
+def teacher_with_pairs(run_dir: Any, n: int, horizon: int = 10, **kwargs: Any) -> Any:
+    """An asynchronous :class:`HumanTeacher` serving ``n`` registered Pendulum pairs (left swings left, right swings right)."""
+    from sb3_pref.human import HumanTeacher
+
+    teacher = HumanTeacher("Pendulum-v1", run_dir=run_dir, **{"mode": "async", "verbose": 0, **kwargs})
+    teacher.label_pairs(pendulum_segments(n, horizon, seed=0, torque=-2.0), pendulum_segments(n, horizon, seed=40, torque=2.0))
+    wait_for(lambda: teacher.store.counts()["queries"] >= n)
+    return teacher

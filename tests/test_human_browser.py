@@ -1,34 +1,37 @@
 """
 A real headless Chromium opens the labelling page, sees both clips playing, answers by click and
-by key, and the answers reach the reward model's dataset with the right values.
+by key, and the answers reach the reward model's dataset with the right values; during a real
+PPO_REWARD run the page tells the truth about progress, the spent budget and the end of training.
 
 Needs Debian's ``chromium`` (``apt-get install chromium``) and the ``playwright`` Python package
 (the ``tests`` extra); Playwright's own browser download is never used.
 """
 
-import contextlib
+import re
 import threading
 
+import gymnasium as gym
 import numpy as np
 import pytest
-from human_helpers import CHROMIUM_ARGS, chromium_path, pair_rows, wait_for
+from human_helpers import (
+    ANSWER_DELAY_MS,
+    PAIR_READY,
+    chromium_path,
+    launched_chromium,
+    pair_rows,
+    small_pendulum_model,
+    wait_for,
+)
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_pref import RewardModel
 from sb3_pref.common.learner import PreferenceLearner
-from sb3_pref.human import HumanTeacher, RenderStateWrapper
+from sb3_pref.human import HumanFeedbackCallback, HumanTeacher, RenderStateWrapper, SegmentRenderer
 
 pytestmark = pytest.mark.skipif(
     chromium_path() is None, reason="chromium is not installed (Debian: apt-get install -y chromium)"
 )
-
-# Pair n is on screen and both of its clips have been playing for half a second (the page ignores
-# answers in the first 300 ms, against double clicks answering a pair nobody saw).
-PAIR_PLAYING = """(n) => {
-    const clips = [document.getElementById("left"), document.getElementById("right")];
-    return document.getElementById("pair-id").textContent.startsWith("Pair " + n + " ")
-        && clips.every((v) => v.currentTime > 0.5 && !v.paused && v.videoWidth > 0 && v.readyState >= 2);
-}"""
 
 
 def fed_learner(teacher: HumanTeacher, n_steps: int = 120) -> PreferenceLearner:
@@ -52,24 +55,20 @@ def fed_learner(teacher: HumanTeacher, n_steps: int = 120) -> PreferenceLearner:
     return learner
 
 
-@contextlib.contextmanager
-def chromium_page(tmp_path):
-    """A page of Debian's headless chromium with a fresh profile."""
-    from playwright.sync_api import sync_playwright  # the tests extra installs it; only chromium may be missing
-
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS
-        )
-        try:
-            page = context.new_page()
-            page.set_viewport_size({"width": 1100, "height": 820})
-            yield page
-        finally:
-            context.close()
+@pytest.fixture(scope="module")
+def browser():
+    with launched_chromium() as launched:
+        yield launched
 
 
-def test_person_answers_in_chromium_and_labels_reach_the_dataset(tmp_path):
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1100, "height": 820})
+    yield context.new_page()
+    context.close()
+
+
+def test_person_answers_in_chromium_and_labels_reach_the_dataset(tmp_path, page):
     teacher = HumanTeacher(
         "Pendulum-v1", run_dir=tmp_path / "run", mode="blocking", timeout=60, verbose=0, instruction="Prefer high swings."
     )
@@ -84,25 +83,28 @@ def test_person_answers_in_chromium_and_labels_reach_the_dataset(tmp_path):
 
     training = threading.Thread(target=query_round, daemon=True)
     try:
-        with chromium_page(tmp_path) as page:
-            page.goto(teacher.url)
-            page.wait_for_selector("#empty", state="visible")  # loaded, and nothing asked yet
-            training.start()
+        page.goto(teacher.url)
+        page.wait_for_selector("#empty", state="visible")  # loaded, and nothing asked yet
+        training.start()
 
-            # (pair shown, how the person answers): a click, two keys, a click on "can't tell".
-            answers = [("#btn-left", None), (None, "ArrowRight"), (None, "w"), ("#btn-skip", None)]
-            for position, (button, key) in enumerate(answers, start=1):
-                page.wait_for_function(PAIR_PLAYING, arg=position, timeout=30_000)
-                if position == 1:
-                    page.screenshot(path=str(tmp_path / "page.png"))
-                    assert page.text_content("#pending") == "4" and page.text_content("#answered") == "0"
-                    assert "paused until you answer round 1" in page.text_content("#training")
-                if button is not None:
-                    page.click(button)
-                else:
-                    page.keyboard.press(key)
-                wait_for(lambda position=position: teacher.store.counts()["answered"] == position)
-            page.wait_for_function("() => document.getElementById('answered').textContent === '4'")
+        # (pair shown, how the person answers): a click, two keys, a click on "can't tell".
+        answers = [("#btn-left", None), (None, "ArrowRight"), (None, "w"), ("#btn-skip", None)]
+        for position, (button, key) in enumerate(answers, start=1):
+            page.wait_for_function(PAIR_READY, arg=position, timeout=30_000)
+            # Real decoded frames in both (a wait: the page restarts both clips together once they play, and
+            # the seek back to the start drops readyState for a moment).
+            page.wait_for_function("() => [left, right].every((v) => v.videoWidth > 0 && v.readyState >= 2)", timeout=5_000)
+            if position == 1:
+                page.wait_for_function("() => document.getElementById('pending').textContent === '4'")
+                assert page.text_content("#answered") == "0"
+                assert "paused until you answer round 1" in page.text_content("#training")
+            page.wait_for_timeout(ANSWER_DELAY_MS)
+            if button is not None:
+                page.click(button)
+            else:
+                page.keyboard.press(key)
+            wait_for(lambda position=position: teacher.store.counts()["answered"] == position)
+        page.wait_for_function("() => document.getElementById('answered').textContent === '4'")
         training.join(timeout=30)
         check_round(teacher, learner, outcome)
     finally:
@@ -122,27 +124,109 @@ def check_round(teacher: HumanTeacher, learner: PreferenceLearner, outcome: dict
     for query_id in range(1, 5):
         info = teacher.store.query_info(query_id)
         assert info["asked"] <= info["created"] <= info["shown"] <= info["answered"]
+    # The page reports how long it waited for both clips to play, from putting them on screen: not the time
+    # the person spent on the pair before (the example's timing line is built from it).
+    for query_id in range(2, 5):
+        before, info = teacher.store.query_info(query_id - 1), teacher.store.query_info(query_id)
+        assert info["load_seconds"] is not None and 0 <= info["load_seconds"] <= info["shown"] - before["answered"] + 0.25
     first = teacher.store.query_info(1)
     print(f"query to both clips playing on screen: {first['shown'] - first['asked']:.2f} s")
 
 
-def test_gif_clips_show_without_a_video_encoder(tmp_path):
+def test_gif_clips_show_without_a_video_encoder(tmp_path, page):
     teacher = HumanTeacher("Pendulum-v1", run_dir=tmp_path / "run", mode="async", verbose=0, video_format="gif")
     try:
         segments = fed_learner(teacher).store.sample(2, 15, np.random.default_rng(0))
         teacher.label_pairs(segments.take([0]), segments.take([1]))
-        with chromium_page(tmp_path) as page:
-            page.goto(teacher.url)
-            page.wait_for_function(
-                """() => ["left-gif", "right-gif"].every((id) => {
-                    const image = document.getElementById(id);
-                    return !image.hidden && image.complete && image.naturalWidth > 0;
-                }) && !document.getElementById("btn-right").disabled"""
-            )
-            assert page.is_hidden("#left") and page.is_hidden("#right")
-            page.wait_for_timeout(400)
-            page.keyboard.press("d")
-            wait_for(lambda: teacher.store.answers() == {1: "right"})
+        page.goto(teacher.url)
+        page.wait_for_function(
+            """() => ["left-gif", "right-gif"].every((id) => {
+                const image = document.getElementById(id);
+                return !image.hidden && image.complete && image.naturalWidth > 0;
+            }) && !document.getElementById("btn-right").disabled"""
+        )
+        assert page.is_hidden("#left") and page.is_hidden("#right")
+        page.wait_for_timeout(400)
+        page.keyboard.press("d")
+        wait_for(lambda: teacher.store.answers() == {1: "right"})
         assert teacher.store.query_info(1)["shown"] is not None
     finally:
+        teacher.close()
+
+
+class HoldAfterBudget(BaseCallback):
+    """Holds training at the first step after the query budget is spent, until the test has looked at the page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reached, self.release = threading.Event(), threading.Event()
+
+    def _on_step(self) -> bool:
+        learner = self.model.pref_learner
+        if learner.total_feed >= learner.max_feed and not self.release.is_set():
+            self.reached.set()
+            self.release.wait(60)
+        return True
+
+
+def test_a_training_run_from_first_question_to_result(tmp_path, page):
+    from playwright.sync_api import expect
+
+    teacher = HumanTeacher("Pendulum-v1", run_dir=tmp_path / "run", mode="blocking", timeout=60, verbose=0)
+    model = small_pendulum_model(teacher, max_feed=6, num_interaction=64)
+    hold, outcome = HoldAfterBudget(), {}
+
+    def train() -> None:
+        try:
+            model.learn(768, callback=[HumanFeedbackCallback(teacher), hold])
+        except BaseException as error:
+            outcome["error"] = error
+
+    training = threading.Thread(target=train, daemon=True)
+    try:
+        page.goto(teacher.url)
+        training.start()
+        # Round 1 waits for the person: the page counts the queries asked and the step training waits at.
+        page.wait_for_function(PAIR_READY, arg=1, timeout=30_000)
+        details = "Step 64 of 768 \u00b7 reward model trained on 0 labels \u00b7 3 of 6 queries asked"
+        expect(page.locator("#details")).to_have_text(details)
+        progress = page.get_by_role("progressbar", name="Training progress")
+        expect(progress).to_have_attribute("aria-valuenow", "64")
+        expect(progress).to_have_attribute("aria-valuemax", "768")
+        for pair in range(1, 7):
+            page.wait_for_function(PAIR_READY, arg=pair, timeout=30_000)
+            page.wait_for_timeout(ANSWER_DELAY_MS)
+            page.click("#btn-right" if pair % 2 else "#btn-left")
+        # Every question of the run is answered while training goes on: the page says so and promises no more clips.
+        assert hold.reached.wait(30)
+        expect(page.locator("#empty")).to_contain_text("You have answered every question of this run")
+        expect(page.locator("#training")).to_contain_text("All 6 questions of this run have been asked")
+        assert "New ones appear" not in page.inner_text("body")
+        hold.release.set()
+        training.join(timeout=60)
+        assert "error" not in outcome, outcome.get("error")
+
+        # The end: training finished, the curve of the true return, and the final policy's clip.
+        expect(page.locator("#training")).to_have_text("Training has finished. Every answer is saved.")
+        expect(page.locator("#empty")).to_contain_text("Nothing more to judge")
+        expect(page.locator("#note")).to_have_text("")  # no stale "Saved: ..." of the last answer
+        assert "New ones appear" not in page.inner_text("body")
+        curve = page.locator("#curve svg")
+        expect(curve).to_have_attribute("aria-label", re.compile(r"Mean episode return .*at step 768 \(\d+ points\)"))
+        n_points = int(re.search(r"\((\d+) points\)", curve.get_attribute("aria-label")).group(1))
+        assert n_points >= 5  # one per rollout once Pendulum's 200-step episodes end
+        renderer = SegmentRenderer(lambda: gym.make("Pendulum-v1", render_mode="rgb_array"))
+        states = model.pref_learner.store.sample(1, 8, np.random.default_rng(0)).extras["render_state"][0]
+        clip = renderer.write(states, str(tmp_path / "final"))
+        renderer.close()
+        teacher.show_result("Final policy: true return -1234.5", video=clip)
+        expect(page.locator("#result-text")).to_have_text("Final policy: true return -1234.5")
+        page.wait_for_function("() => document.getElementById('final-clip').videoWidth > 0", timeout=15_000)
+        # A normal finish: the process exits and the page says so calmly, never "lost contact".
+        teacher.close()
+        expect(page.locator("#note")).to_contain_text("has exited", timeout=5_000)
+        page.wait_for_timeout(3_200)
+        assert "Lost contact" not in page.text_content("#note")
+    finally:
+        hold.release.set()
         teacher.close()

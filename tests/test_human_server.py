@@ -80,13 +80,23 @@ def test_answers_only_for_issued_queries_and_well_formed_bodies(served):
     assert request(base, "api/shown", token, raw=b"{")[0] == 400
     assert request(base, "api/nothing", token)[0] == 404
     assert request(base, "api/answer", token)[0] == 405  # GET on a POST route
+    # Deeply nested JSON under the 4 kB limit: a clean 400, no RecursionError reaching the server's error path.
+    for path in ("api/answer", "api/shown", "api/correct"):
+        for raw in (b"[" * 1500, b'{"a":' * 700, b"[" * 1500 + b"]" * 1500):
+            status, reply = request(base, path, token, raw=raw)
+            assert status == 400 and "expected a JSON object" in reply["error"], (path, raw[:10], status)
     assert store.answers() == {} and answers == []
 
     status, reply = request(base, "api/answer", token, {"query_id": 2, "choice": "right"})
     assert status == 200 and reply["stored"] is True and reply["counts"]["answered"] == 1
     assert request(base, "api/answer", token, {"query_id": 2, "choice": "right"})[1]["stored"] is False
-    assert request(base, "api/answer", token, {"query_id": 2, "choice": "left"})[0] == 409
+    status, reply = request(base, "api/answer", token, {"query_id": 2, "choice": "left"})
+    assert status == 409 and reply["standing"] == {"choice": "right", "labeller": None}
     assert store.answers() == {2: "right"} and answers == [(2, "right")]
+    # Names: at most 40 printable characters.
+    for labeller in ("x" * 41, "a\nb", 7):
+        assert request(base, "api/answer", token, {"query_id": 1, "choice": "left", "labeller": labeller})[0] == 400
+    assert request(base, "api/next?viewer=../x", token)[0] == 400
     # The server is still healthy after all of that.
     assert request(base, "api/next", token)[1]["query"]["id"] == 1
 

@@ -216,3 +216,72 @@ def test_resume_after_kill_9_hands_every_answer_to_the_dataset_once(tmp_path):
     assert dataset_labels_by_query(model, store) == expected
     model.pref_learner.teacher.close()
     store.close()
+
+
+VERSION_1_SCHEMA = """
+CREATE TABLE queries (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, round INTEGER NOT NULL, asked REAL NOT NULL, created REAL NOT NULL,
+    video_0 TEXT NOT NULL UNIQUE, video_1 TEXT NOT NULL UNIQUE,
+    reference TEXT CHECK (reference IN ('left', 'right', 'equal', 'skip')), shown REAL, pair BLOB NOT NULL
+);
+CREATE TABLE answers (
+    query_id INTEGER PRIMARY KEY REFERENCES queries(id),
+    choice TEXT NOT NULL CHECK (choice IN ('left', 'right', 'equal', 'skip')), answered REAL NOT NULL
+);
+"""
+
+
+def test_a_run_folder_of_the_first_schema_opens_and_gains_names_and_corrections(tmp_path, pairs):
+    from sb3_pref.human.packing import pack_pair
+
+    path = tmp_path / "labels.sqlite"
+    with sqlite3.connect(path) as db:  # written as the first version of the store wrote it
+        db.executescript(VERSION_1_SCHEMA)
+        for index in range(3):
+            db.execute(
+                "INSERT INTO queries (round, asked, created, video_0, video_1, reference, shown, pair) "
+                "VALUES (1, 1.0, 2.0, ?, ?, NULL, 3.0, ?)",
+                (f"q{index}_0.mp4", f"q{index}_1.mp4", pack_pair(*pairs, index)),
+            )
+        db.execute("INSERT INTO answers (query_id, choice, answered) VALUES (1, 'left', 4.0), (2, 'skip', 5.0)")
+    store = LabelStore(path)
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert store.answers() == {1: "left", 2: "skip"} and store.counts()["pending"] == 1
+    np.testing.assert_array_equal(store.load_pairs([1])[0].obs, pairs[0].obs[[0]])
+    assert store.query_info(1)["shown"] == 3.0 and store.query_info(1)["labeller"] is None
+    # New in version 2: names, second opinions, corrections until used.
+    assert store.submit(3, "right", "Ann")["status"] == "new"
+    assert store.submit(3, "left", "Ben") == {"status": "second_opinion", "choice": "right", "labeller": "Ann"}
+    assert store.submit(3, "left", "Ann")["status"] == "conflict"  # Ann's own first answer stands
+    assert store.people_agreement() == {"n": 1.0, "agree": 0.0, "rate": 0.0, "people": 2.0}
+    assert store.correct_answer(3, "equal", "Ben") == "not_yours"
+    assert store.correct_answer(3, "equal", "Ann") == "corrected"
+    assert store.take_answers([3, 1]) == {3: "equal", 1: "left"}
+    assert store.correct_answer(3, "left", "Ann") == "used" and store.answers()[3] == "equal"
+    assert store.correct_answer(2, "left") == "corrected"  # never handed over: still open
+    store.close()
+    reopened = LabelStore(path)  # migrating twice changes nothing
+    assert reopened.answers() == {1: "left", 2: "left", 3: "equal"} and reopened.labellers() == {"": 2, "Ann": 1}
+    reopened.close()
+
+
+def test_the_examples_timing_line_measures_only_the_wait_for_the_clip(tmp_path, pairs):
+    import importlib.util
+    import time
+
+    spec = importlib.util.spec_from_file_location(
+        "human_example", os.path.join(TESTS_DIR, "..", "examples", "human_feedback.py")
+    )
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    teacher = HumanTeacher("Pendulum-v1", run_dir=tmp_path / "run", serve=False, verbose=0)
+    try:
+        ids = fill(teacher.store, pairs, n=2)
+        time.sleep(0.5)  # the person is busy with earlier pairs while these wait in the queue
+        for query_id in ids:
+            teacher.store.mark_shown(query_id, load_seconds=0.04)
+            teacher.store.record_answer(query_id, "left")
+        report = example.timing_report(teacher)
+        assert "playing 0.04 s after the page showed them" in report, report
+    finally:
+        teacher.close()

@@ -236,3 +236,17 @@ def test_ppo_reward_learns_from_answers_given_over_http(teacher_factory):
     assert model.reward_model.n_updates > 0
     progress = teacher.status()["progress"]
     assert progress["done"] is True and progress["labels"] == 8 and progress["timesteps"] == 384
+
+
+def test_a_resumed_run_tells_the_person_that_rounds_are_asked_again(teacher_factory, pairs):
+    teacher = teacher_factory(mode="async", serve=False)
+    for _ in range(3):
+        teacher.label_pairs(*[segments.take([0]) for segments in pairs])
+    wait_for(lambda: teacher.store.counts()["queries"] == 3)
+    assert teacher.status()["notice"] == ""
+    state = teacher.state_dict()
+    resumed = teacher_factory(mode="async", serve=False)
+    resumed.load_state_dict({**state, "round": 1})  # a checkpoint taken after round 1
+    assert "rounds 2 to 3 are asked again" in resumed.status()["notice"]
+    # The status says how many queries were asked, even before any callback reported it.
+    assert teacher.status()["progress"]["queries_asked"] == 3

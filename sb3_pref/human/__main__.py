@@ -9,6 +9,7 @@ Command line for a run's label folder::
 import argparse
 import os
 import time
+from typing import Any
 
 from sb3_pref.human.server import FeedbackServer
 from sb3_pref.human.store import LabelStore
@@ -19,6 +20,33 @@ def _store(run_dir: str) -> LabelStore:
     if not os.path.exists(path):
         raise SystemExit(f"{path} does not exist: give the run_dir of a HumanTeacher")
     return LabelStore(path)
+
+
+def serve_status(store: LabelStore) -> dict[str, Any]:
+    """What the page says in ``serve`` mode: no training process, and the last result the run stored."""
+    progress = store.get_meta("progress", {})
+    return {
+        "training": "none",
+        "mode": "serve",
+        "progress": progress,
+        "curve": store.get_meta("curve", []),
+        "curve_label": "Mean episode return (the environment's own reward)",
+        "final": store.get_meta("final"),
+        "finished_before": bool(progress.get("done")),
+    }
+
+
+def serve(run_dir: str, host: str = "127.0.0.1", port: int = 0) -> FeedbackServer:
+    """The labelling page of a stopped run: its pending queries, its instruction, and no training claimed."""
+    store = _store(run_dir)
+    return FeedbackServer(
+        store,
+        os.path.join(run_dir, "clips"),
+        host=host,
+        port=port,
+        status=lambda: serve_status(store),
+        instruction=store.get_meta("instruction", ""),
+    )
 
 
 def main() -> None:
@@ -39,9 +67,18 @@ def main() -> None:
     if args.command == "export":
         print(f"wrote {store.export_npz(args.output)} labelled pairs to {args.output}")
     elif args.command == "summary":
-        print({**store.counts(), **{f"agreement_{key}": value for key, value in store.agreement().items()}})
+        people = store.people_agreement()
+        print(
+            {
+                **store.counts(),
+                **{f"agreement_{key}": value for key, value in store.agreement().items()},
+                **{f"people_agreement_{key}": value for key, value in people.items()},
+                "labellers": store.labellers(),
+            }
+        )
     else:
-        server = FeedbackServer(store, os.path.join(args.run_dir, "clips"), host=args.host, port=args.port)
+        store.close()
+        server = serve(args.run_dir, host=args.host, port=args.port)
         print(f"label the pending queries at {server.url}  (Ctrl+C to stop; answers join the run when it resumes)")
         try:
             while True:

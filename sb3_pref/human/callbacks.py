@@ -35,6 +35,8 @@ class HumanFeedbackCallback(BaseCallback):
         self._report(done=False)
 
     def _on_step(self) -> bool:
+        # Every step: a query round blocks inside the rollout, and the page must show the step it waits at.
+        self.teacher.report_progress(timesteps=int(self.num_timesteps))
         return True
 
     def _on_rollout_end(self) -> None:

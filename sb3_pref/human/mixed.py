@@ -44,6 +44,7 @@ class MixedTeacher(BaseTeacher):
         self.scripted.update_margin(margin)
 
     def label_pairs(self, seg_0: SegmentBatch, seg_1: SegmentBatch) -> np.ndarray:  # type: ignore[override]
+        self.human.report_asked(len(seg_0))  # the page counts every query of the round, not only the person's
         scripted_labels = np.asarray(self.scripted.label_pairs(seg_0, seg_1), dtype=np.float64)
         to_human = self.rng.random(len(scripted_labels)) < self.human_fraction
         labels = scripted_labels.copy()

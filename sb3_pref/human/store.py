@@ -7,41 +7,25 @@ Why SQLite: a committed transaction in WAL mode with ``synchronous=FULL`` surviv
 re-delivered answer (double click, retried request) can never be stored twice.
 """
 
-import io
+import json
 import math
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Optional, Union
 
 import numpy as np
 
 from sb3_pref.common.preferences import PreferenceDataset
 from sb3_pref.common.segments import SegmentBatch
+from sb3_pref.human.packing import pack_pair, unpack_pairs
+from sb3_pref.human.schema import create_or_migrate
 
 #: What a person can answer, and the label each answer becomes (1.0 = the right clip, ``seg_1``, preferred).
 CHOICE_LABELS: dict[str, float] = {"left": 0.0, "right": 1.0, "equal": 0.5, "skip": math.nan}
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS queries (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    round INTEGER NOT NULL,
-    asked REAL NOT NULL,
-    created REAL NOT NULL,
-    video_0 TEXT NOT NULL UNIQUE,
-    video_1 TEXT NOT NULL UNIQUE,
-    reference TEXT CHECK (reference IN ('left', 'right', 'equal', 'skip')),
-    shown REAL,
-    pair BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS answers (
-    query_id INTEGER PRIMARY KEY REFERENCES queries(id),
-    choice TEXT NOT NULL CHECK (choice IN ('left', 'right', 'equal', 'skip')),
-    answered REAL NOT NULL
-);
-"""
 
 
 class UnknownQueryError(KeyError):
@@ -52,6 +36,11 @@ class AnswerConflictError(ValueError):
     """A query already has a different answer (the first answer stands)."""
 
 
+def _same_person(first: Optional[str], second: Optional[str]) -> bool:
+    # Without names the answers may be one person's: only two different names are two people.
+    return not first or not second or first == second
+
+
 def label_to_choice(label: float) -> str:
     """:return: the answer a label stands for (``NaN`` is ``"skip"``)"""
     if math.isnan(label):
@@ -60,45 +49,6 @@ def label_to_choice(label: float) -> str:
         if value == label:
             return choice
     raise ValueError(f"label {label} is not one of 0.0 (left), 1.0 (right), 0.5 (equal) or NaN (skip)")
-
-
-def _pack_pair(seg_0: SegmentBatch, seg_1: SegmentBatch, index: int) -> bytes:
-    """Pair ``index`` of two batches as ``.npz`` bytes (numpy arrays only: loading never unpickles)."""
-    arrays: dict[str, np.ndarray] = {}
-    for side, segments in enumerate((seg_0, seg_1)):
-        arrays[f"obs_{side}"] = segments.obs[index]
-        arrays[f"actions_{side}"] = segments.actions[index]
-        arrays[f"rewards_{side}"] = segments.rewards[index]
-        arrays[f"env_index_{side}"] = np.asarray(segments.env_index[index])
-        arrays[f"start_{side}"] = np.asarray(segments.start[index])
-        for name, values in segments.extras.items():
-            arrays[f"extra_{side}_{name}"] = values[index]
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return buffer.getvalue()
-
-
-def _unpack_pairs(blobs: Sequence[bytes]) -> tuple[SegmentBatch, SegmentBatch]:
-    """Inverse of :func:`_pack_pair` for several pairs, stacked into two batches."""
-    pairs = []
-    for blob in blobs:
-        with np.load(io.BytesIO(blob), allow_pickle=False) as archive:
-            pairs.append({name: archive[name] for name in archive.files})
-    batches = []
-    for side in (0, 1):
-        prefix = f"extra_{side}_"
-        extra_names = [name[len(prefix) :] for name in pairs[0] if name.startswith(prefix)]
-        batches.append(
-            SegmentBatch(
-                obs=np.stack([pair[f"obs_{side}"] for pair in pairs]),
-                actions=np.stack([pair[f"actions_{side}"] for pair in pairs]),
-                rewards=np.stack([pair[f"rewards_{side}"] for pair in pairs]),
-                env_index=np.array([pair[f"env_index_{side}"] for pair in pairs], dtype=np.int64),
-                start=np.array([pair[f"start_{side}"] for pair in pairs], dtype=np.int64),
-                extras={name: np.stack([pair[prefix + name] for pair in pairs]) for name in extra_names},
-            )
-        )
-    return batches[0], batches[1]
 
 
 class LabelStore:
@@ -117,7 +67,20 @@ class LabelStore:
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=30.0)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        with self._lock:
+            create_or_migrate(self._db)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken at once: a check and its write cannot interleave with another process's."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:
@@ -151,7 +114,7 @@ class LabelStore:
         """
         if reference is not None and reference not in CHOICE_LABELS:
             raise ValueError(f"reference must be one of {sorted(CHOICE_LABELS)} or None, got {reference!r}")
-        blob = _pack_pair(seg_0, seg_1, index)
+        blob = pack_pair(seg_0, seg_1, index)
         with self._lock:
             cursor = self._db.execute(
                 "INSERT INTO queries (round, asked, created, video_0, video_1, reference, pair) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -167,37 +130,127 @@ class LabelStore:
             )
             return int(cursor.lastrowid)
 
-    def record_answer(self, query_id: int, choice: str) -> bool:
+    def submit(self, query_id: int, choice: str, labeller: Optional[str] = None) -> dict[str, Any]:
         """
-        Store an answer durably (committed before this returns).
+        Store an answer durably (committed before this returns); the first answer of a query is its label.
 
         :param query_id: a query issued by this store
         :param choice: ``left``, ``right``, ``equal`` or ``skip`` (can't tell)
-        :return: True if the answer is new, False if the same answer was already stored
+        :param labeller: the name of the person answering (None: not given)
+        :return: ``{"status", "choice", "labeller"}``, the last two of the standing answer. Status
+            ``new``: stored as the label; ``repeat``: the same person gave it already; ``second_opinion``:
+            another person (a different name) answered first, this answer is kept to measure agreement;
+            ``conflict``: the same person (or no names) answered differently before, the first stands
         :raises UnknownQueryError: the query does not exist
-        :raises AnswerConflictError: the query already has a different answer
         """
         if choice not in CHOICE_LABELS:
             raise ValueError(f"choice must be one of {sorted(CHOICE_LABELS)}, got {choice!r}")
-        with self._lock:
-            if self._db.execute("SELECT 1 FROM queries WHERE id = ?", (int(query_id),)).fetchone() is None:
+        labeller = labeller or None
+        with self._transaction() as db:
+            if db.execute("SELECT 1 FROM queries WHERE id = ?", (int(query_id),)).fetchone() is None:
                 raise UnknownQueryError(query_id)
-            cursor = self._db.execute(
-                "INSERT OR IGNORE INTO answers (query_id, choice, answered) VALUES (?, ?, ?)",
-                (int(query_id), choice, time.time()),
+            cursor = db.execute(
+                "INSERT OR IGNORE INTO answers (query_id, choice, answered, labeller) VALUES (?, ?, ?, ?)",
+                (int(query_id), choice, time.time(), labeller),
             )
             if cursor.rowcount == 1:
-                return True
-            (stored,) = self._db.execute("SELECT choice FROM answers WHERE query_id = ?", (int(query_id),)).fetchone()
-        if stored != choice:
-            raise AnswerConflictError(f"query {query_id} was already answered {stored!r}")
-        return False
+                return {"status": "new", "choice": choice, "labeller": labeller}
+            stored, by = db.execute("SELECT choice, labeller FROM answers WHERE query_id = ?", (int(query_id),)).fetchone()
+            if not _same_person(by, labeller):
+                db.execute(
+                    "INSERT OR REPLACE INTO opinions (query_id, labeller, choice, answered) VALUES (?, ?, ?, ?)",
+                    (int(query_id), labeller, choice, time.time()),
+                )
+                status = "second_opinion"
+            else:
+                status = "repeat" if stored == choice else "conflict"
+        return {"status": status, "choice": stored, "labeller": by}
 
-    def mark_shown(self, query_id: int) -> bool:
-        """Record when a query's clips first played on screen. :return: False if the query does not exist"""
+    def record_answer(self, query_id: int, choice: str, labeller: Optional[str] = None) -> bool:
+        """
+        :meth:`submit` for a caller that only needs to know whether the answer is new.
+
+        :return: True if the answer is new, False if the same answer was already stored
+        :raises UnknownQueryError: the query does not exist
+        :raises AnswerConflictError: the query already has a different answer (or another person's)
+        """
+        result = self.submit(query_id, choice, labeller)
+        if result["status"] in ("conflict", "second_opinion"):
+            raise AnswerConflictError(f"query {query_id} was already answered {result['choice']!r}")
+        return result["status"] == "new"
+
+    def correct_answer(self, query_id: int, choice: str, labeller: Optional[str] = None) -> str:
+        """
+        Change an answer that the learner has not received yet (see :meth:`take_answers`).
+
+        :return: ``corrected``, ``used`` (already handed to training: unchanged), ``not_yours``
+            (another person's answer: unchanged) or ``unanswered``
+        """
+        if choice not in CHOICE_LABELS:
+            raise ValueError(f"choice must be one of {sorted(CHOICE_LABELS)}, got {choice!r}")
+        with self._transaction() as db:
+            row = db.execute("SELECT labeller, used FROM answers WHERE query_id = ?", (int(query_id),)).fetchone()
+            if row is None:
+                return "unanswered"
+            if row[1] is not None:
+                return "used"
+            if (row[0] or None) != (labeller or None):
+                return "not_yours"
+            db.execute("UPDATE answers SET choice = ?, corrected = ? WHERE query_id = ?", (choice, time.time(), int(query_id)))
+        return "corrected"
+
+    def take_answers(self, query_ids: Optional[Sequence[int]] = None) -> dict[int, str]:
+        """
+        Read answers for the learner and mark them used, in one transaction: from then on they can no
+        longer be corrected, so what training learned from is what the store holds.
+
+        :param query_ids: only these queries (those answered); None: every answer
+        :return: ``{query_id: choice}``
+        """
+        with self._transaction() as db:
+            rows = db.execute("SELECT query_id, choice FROM answers ORDER BY query_id").fetchall()
+            answers = {int(query_id): choice for query_id, choice in rows}
+            if query_ids is not None:
+                answers = {int(q): answers[int(q)] for q in query_ids if int(q) in answers}
+            ids = list(answers)
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                db.execute(
+                    f"UPDATE answers SET used = ? WHERE used IS NULL AND query_id IN ({','.join('?' * len(chunk))})",
+                    [time.time(), *chunk],
+                )
+        return answers
+
+    def answer_info(self, query_id: int) -> Optional[dict[str, Any]]:
+        """:return: ``choice, labeller, used`` of a query's standing answer (None if unanswered)"""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT choice, labeller, used FROM answers WHERE query_id = ?", (int(query_id),)
+            ).fetchone()
+        return None if row is None else {"choice": row[0], "labeller": row[1], "used": row[2] is not None}
+
+    def set_meta(self, key: str, value: Any) -> None:
+        """Keep a JSON-able value about the run (instruction, final result...) in the run folder."""
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value)))
+
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        """:return: the value :meth:`set_meta` stored under ``key``, or ``default``"""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return default if row is None else json.loads(row[0])
+
+    def mark_shown(self, query_id: int, load_seconds: Optional[float] = None) -> bool:
+        """
+        Record when a query's clips first played on screen.
+
+        :param load_seconds: how long the page waited for both clips to play (from putting them on screen)
+        :return: False if the query does not exist
+        """
         with self._lock:
             cursor = self._db.execute(
-                "UPDATE queries SET shown = COALESCE(shown, ?) WHERE id = ?", (time.time(), int(query_id))
+                "UPDATE queries SET shown = COALESCE(shown, ?), load_seconds = COALESCE(load_seconds, ?) WHERE id = ?",
+                (time.time(), load_seconds, int(query_id)),
             )
             return cursor.rowcount == 1
 
@@ -232,18 +285,24 @@ class LabelStore:
 
     def query_info(self, query_id: int) -> Optional[dict[str, Any]]:
         """
-        :return: ``id, round, asked, created, shown, answered, choice, reference`` of one query (None if
-            unknown); the times are ``time.time()`` stamps: asked by the learner, clips ready, first
-            playing on the page, answered
+        :return: ``id, round, asked, created, shown, answered, choice, reference, load_seconds, labeller``
+            of one query (None if unknown); the times are ``time.time()`` stamps: asked by the learner,
+            clips ready, first playing on the page, answered; ``load_seconds`` is the page's wait for
+            both clips to play
         """
         with self._lock:
             row = self._db.execute(
-                "SELECT q.id, q.round, q.asked, q.created, q.shown, a.answered, a.choice, q.reference "
-                "FROM queries q LEFT JOIN answers a ON a.query_id = q.id WHERE q.id = ?",
+                "SELECT q.id, q.round, q.asked, q.created, q.shown, a.answered, a.choice, q.reference, q.load_seconds, "
+                "a.labeller FROM queries q LEFT JOIN answers a ON a.query_id = q.id WHERE q.id = ?",
                 (int(query_id),),
             ).fetchone()
-        keys = ("id", "round", "asked", "created", "shown", "answered", "choice", "reference")
+        keys = ("id", "round", "asked", "created", "shown", "answered", "choice", "reference", "load_seconds", "labeller")
         return None if row is None else dict(zip(keys, row))
+
+    def last_round(self) -> int:
+        """:return: the highest query round stored (0 if none)"""
+        with self._lock:
+            return int(self._db.execute("SELECT COALESCE(MAX(round), 0) FROM queries").fetchone()[0])
 
     def is_media(self, name: str) -> bool:
         """:return: True if ``name`` is the video file of a query of this store"""
@@ -266,7 +325,7 @@ class LabelStore:
         missing = [query_id for query_id in ids if query_id not in blobs]
         if missing:
             raise UnknownQueryError(missing)
-        return _unpack_pairs([blobs[query_id] for query_id in ids])
+        return unpack_pairs([blobs[query_id] for query_id in ids])
 
     def agreement(self) -> dict[str, float]:
         """
@@ -281,6 +340,51 @@ class LabelStore:
                 "WHERE q.reference IS NOT NULL AND q.reference != 'skip' AND a.choice != 'skip'"
             ).fetchone()
         return {"n": float(n), "agree": float(agree), "rate": agree / n if n else math.nan}
+
+    def people_agreement(self) -> dict[str, float]:
+        """
+        How often a second person's answer to a pair matches the first person's (the standing label),
+        over pairs where neither skipped: the agreement between people labelling one run.
+
+        :return: ``{"n", "agree", "rate" (NaN if n == 0), "people": distinct names that answered}``
+        """
+        with self._lock:
+            n, agree = self._db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(o.choice = a.choice), 0) FROM opinions o JOIN answers a "
+                "ON a.query_id = o.query_id WHERE o.choice != 'skip' AND a.choice != 'skip'"
+            ).fetchone()
+            (people,) = self._db.execute(
+                "SELECT COUNT(*) FROM (SELECT labeller FROM answers WHERE labeller IS NOT NULL "
+                "UNION SELECT labeller FROM opinions)"
+            ).fetchone()
+        return {"n": float(n), "agree": float(agree), "rate": agree / n if n else math.nan, "people": float(people)}
+
+    def check_pairs(self, labeller: str, limit: int = 1, query_id: Optional[int] = None) -> list[dict[str, Any]]:
+        """
+        Pairs another named person answered that ``labeller`` has not judged: shown to ``labeller`` for a
+        second opinion (agreement between people) when no pending pair is free. Newest answers first.
+
+        :param query_id: only this query (to check that it still needs ``labeller``'s opinion)
+        :return: rows ``id, round, created, video_0, video_1, labeller`` (the first answer's name)
+        """
+        extra, params = (
+            ("AND q.id = ?", [labeller, labeller, int(query_id)]) if query_id is not None else ("", [labeller, labeller])
+        )
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT q.id, q.round, q.created, q.video_0, q.video_1, a.labeller FROM queries q JOIN answers a "
+                "ON a.query_id = q.id WHERE a.labeller IS NOT NULL AND a.labeller != ? AND a.choice != 'skip' AND NOT EXISTS "
+                f"(SELECT 1 FROM opinions o WHERE o.query_id = q.id AND o.labeller = ?) {extra} "
+                "ORDER BY a.answered DESC LIMIT ?",
+                [*params, int(limit)],
+            ).fetchall()
+        return [dict(zip(("id", "round", "created", "video_0", "video_1", "labeller"), row)) for row in rows]
+
+    def labellers(self) -> dict[str, int]:
+        """:return: ``{name: standing answers given}`` (unnamed answers under ``""``)"""
+        with self._lock:
+            rows = self._db.execute("SELECT COALESCE(labeller, ''), COUNT(*) FROM answers GROUP BY 1").fetchall()
+        return {name: int(count) for name, count in rows}
 
     def to_dataset(self, capacity: Optional[int] = None) -> PreferenceDataset:
         """

@@ -14,6 +14,7 @@ in every checkpoint: a run resumed from a checkpoint receives exactly the answer
 import math
 import os
 import queue
+import shutil
 import threading
 import time
 import uuid
@@ -31,6 +32,8 @@ from sb3_pref.human.server import FeedbackServer
 from sb3_pref.human.store import CHOICE_LABELS, LabelStore, label_to_choice
 
 MODES = ("blocking", "async")
+#: Points of the training curve kept for the page (older points are thinned out, never the newest).
+CURVE_POINTS = 200
 
 
 @dataclass
@@ -127,10 +130,18 @@ class HumanTeacher(BaseTeacher):
         self.media_dir = os.path.join(self.run_dir, "clips")
         os.makedirs(self.media_dir, exist_ok=True)
         self.store = LabelStore(os.path.join(self.run_dir, "labels.sqlite"))
+        # Kept in the run folder: `python -m sb3_pref.human serve` shows the same question later.
+        if instruction:
+            self.store.set_meta("instruction", instruction)
+        else:
+            instruction = self.store.get_meta("instruction", "")
+        self.instruction = instruction
         self.renderer = SegmentRenderer(_env_factory(render_env), fps=fps, video_format=video_format)
         self._delivered: set[int] = set()
         self._round = 0
         self._progress: dict[str, Any] = {}
+        self._curve: list[tuple[int, float]] = []
+        self._notice = ""
         self._cond = threading.Condition()
         self._rendering = 0  # pairs handed to the render thread and not yet registered
         self._waiting: Optional[_Round] = None
@@ -162,7 +173,14 @@ class HumanTeacher(BaseTeacher):
         return self.server.url if self.server is not None else None
 
     def label_pairs(self, seg_0: SegmentBatch, seg_1: SegmentBatch) -> np.ndarray:  # type: ignore[override]
+        self.report_asked(len(seg_0))
         return self.ask(seg_0, seg_1)
+
+    def report_asked(self, n_pairs: int) -> None:
+        """Count ``n_pairs`` more queries as asked on the page now (the learner's count follows after the round)."""
+        with self._cond:
+            asked = int(self._progress.get("queries_asked", 0)) + int(n_pairs)
+            self._progress = {**self._progress, "queries_asked": asked}
 
     def ask(self, seg_0: SegmentBatch, seg_1: SegmentBatch, references: Optional[np.ndarray] = None) -> np.ndarray:
         """
@@ -209,7 +227,7 @@ class HumanTeacher(BaseTeacher):
         :return: ``(seg_0, seg_1, labels)`` of those pairs (skipped ones as NaN), or None if there are none
         """
         self._check_open()
-        answers = self.store.answers()
+        answers = self.store.take_answers()
         new = [query_id for query_id in answers if query_id not in self._delivered]
         if not new:
             return None
@@ -240,9 +258,11 @@ class HumanTeacher(BaseTeacher):
                         self._deadline = time.monotonic() + self.timeout
                     done, query_ids, deadline = job.done, list(job.query_ids), self._deadline
                 answers = self.store.answers(query_ids)
+                # take_answers marks them used: from here on the page can no longer correct them.
                 if done and len(answers) == len(job):
-                    return answers
+                    return self.store.take_answers(query_ids)
                 if deadline is not None and time.monotonic() >= deadline:
+                    answers = self.store.take_answers(query_ids)
                     self._report_timeout(job, len(answers))
                     return answers
                 if not announced and self.verbose and self.server is not None:
@@ -317,22 +337,64 @@ class HumanTeacher(BaseTeacher):
 
     # ------------------------------------------------------------ page status
     def report_progress(self, **values: Any) -> None:
-        """Training progress shown on the page (``timesteps``, ``total_timesteps``, ``labels``...)."""
+        """
+        Training progress shown on the page (``timesteps``, ``total_timesteps``, ``labels``, ``budget``,
+        ``queries_asked``, ``ep_rew_mean``, ``done``...); ``ep_rew_mean`` with ``timesteps`` adds a point to
+        the page's training curve. ``done=True`` also keeps the curve in the run folder.
+        """
         with self._cond:
             # A new dict rather than update(): the server's threads read the old one without a lock.
             self._progress = {**self._progress, **values}
+            if "ep_rew_mean" in values and "timesteps" in values:
+                point = (int(values["timesteps"]), float(values["ep_rew_mean"]))
+                if not self._curve or self._curve[-1][0] != point[0]:
+                    curve = [*self._curve, point]
+                    if len(curve) > CURVE_POINTS:  # bounded: thin out the older half
+                        curve = curve[: -CURVE_POINTS // 2 : 2] + curve[-CURVE_POINTS // 2 :]
+                    self._curve = curve
+            progress, curve = self._progress, self._curve
+        if values.get("done"):
+            self.store.set_meta("progress", progress)
+            self.store.set_meta("curve", curve)
+
+    def show_result(self, text: str, video: Optional[Union[str, os.PathLike]] = None) -> None:
+        """
+        Show the trained agent on the page (and in a later ``python -m sb3_pref.human serve``): a line
+        of text and optionally a clip of the final policy (copied into the run's clips folder).
+
+        :param text: e.g. the final policy's return
+        :param video: a video or GIF file (e.g. written by :class:`SegmentRenderer`)
+        """
+        final: dict[str, Any] = {"text": str(text)}
+        if video is not None:
+            source = os.fspath(video)
+            extension = os.path.splitext(source)[1].lower()
+            if extension not in (".mp4", ".webm", ".gif"):
+                raise ValueError(f"video must be an .mp4, .webm or .gif file, got {source!r}")
+            name = f"final_{uuid.uuid4().hex[:12]}{extension}"
+            shutil.copyfile(source, os.path.join(self.media_dir, name))
+            final["clip"] = name
+        self.store.set_meta("final", final)
 
     def status(self) -> dict[str, Any]:
         """:return: what the page shows about training (called from the server's threads)"""
         with self._cond:
             job, deadline, rendering, progress = self._waiting, self._deadline, self._rendering, self._progress
             query_ids = list(job.query_ids) if job is not None else []
+            curve = self._curve
+        asked, budget = progress.get("queries_asked"), progress.get("budget")
         status: dict[str, Any] = {
+            "training": "finished" if progress.get("done") else "running",
             "mode": self.mode,
             "round": self._round,
             "rendering": max(0, rendering),
             "waiting": job is not None,
             "progress": progress,
+            "budget_reached": bool(budget) and asked is not None and asked >= budget,
+            "curve": curve,
+            "curve_label": "Mean episode return (the environment's own reward)",
+            "final": self.store.get_meta("final"),
+            "notice": self._notice,
             "agreement": self.store.agreement(),
         }
         if job is not None:
@@ -358,6 +420,13 @@ class HumanTeacher(BaseTeacher):
         super().load_state_dict(state)
         self._round = int(state.get("round", 0))
         self._delivered = {int(query_id) for query_id in state.get("delivered", [])}
+        last = self.store.last_round()
+        if last > self._round:
+            rounds = f"round {last} is" if last == self._round + 1 else f"rounds {self._round + 1} to {last} are"
+            self._notice = (
+                f"Training restarted from a checkpoint taken before query round {self._round + 1}: {rounds} "
+                "asked again, with new clips. Your earlier answers are kept and used too."
+            )
 
     def export_dataset(self, path: Union[str, os.PathLike]) -> int:
         """Write every answered pair of this run to a ``.npz`` preference dataset. :return: pairs written"""

@@ -1,0 +1,236 @@
+"""
+The labelling page in a real headless Chromium (Debian's, through Playwright): it never locks on a
+broken clip, tells the truth in ``serve`` mode and across tabs, fits a phone, has clean accessible
+names, lets the person correct the last answer, and gives several people different pairs.
+"""
+
+import os
+
+import pytest
+from human_helpers import ANSWER_DELAY_MS, PAIR_READY, chromium_path, launched_chromium, teacher_with_pairs, wait_for
+
+from sb3_pref.human.__main__ import serve
+
+pytestmark = pytest.mark.skipif(
+    chromium_path() is None, reason="chromium is not installed (Debian: apt-get install -y chromium)"
+)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with launched_chromium() as launched:
+        yield launched
+
+
+@pytest.fixture
+def new_page(browser):
+    contexts = []
+
+    def make(**options):
+        contexts.append(browser.new_context(**{"viewport": {"width": 1100, "height": 820}, **options}))
+        return contexts[-1].new_page()
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def expect():
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect
+
+
+def answer_when_ready(page, pair: int, button: str) -> None:
+    page.wait_for_function(PAIR_READY, arg=pair, timeout=20_000)
+    page.wait_for_timeout(ANSWER_DELAY_MS)
+    page.click(button)
+
+
+def test_a_missing_clip_shows_a_message_and_can_be_answered_cant_tell(tmp_path, new_page):
+    teacher = teacher_with_pairs(tmp_path / "run", 2)
+    try:
+        os.remove(os.path.join(teacher.media_dir, teacher.store.pending(1)[0]["video_0"]))
+        teacher.load_state_dict({**teacher.state_dict(), "round": 0})  # as if resumed from a checkpoint before round 1
+        page = new_page()
+        page.goto(teacher.url)
+        # A resumed run tells the person that the pairs they see are asked again.
+        expect()(page.locator("#notice")).to_have_text(
+            "Training restarted from a checkpoint taken before query round 1: round 1 is asked again, with new clips. "
+            "Your earlier answers are kept and used too."
+        )
+        expect()(page.locator("#left-error")).to_be_visible(timeout=15_000)
+        expect()(page.locator("#left-error")).to_contain_text("could not be loaded")
+        expect()(page.locator("#note")).to_contain_text("Can't tell")
+        # The pair cannot be judged, but the page is not locked: "Can't tell" moves on.
+        assert page.is_disabled("#btn-left") and page.is_disabled("#btn-right") and page.is_enabled("#btn-skip")
+        page.click("#btn-skip")
+        wait_for(lambda: teacher.store.answers() == {1: "skip"})
+        answer_when_ready(page, 2, "#btn-right")
+        wait_for(lambda: teacher.store.answers() == {1: "skip", 2: "right"})
+    finally:
+        teacher.close()
+
+
+def test_serve_mode_keeps_the_instruction_and_says_no_training_runs(tmp_path, new_page):
+    instruction = "Prefer the pendulum turning left."
+    teacher_with_pairs(tmp_path / "run", 1, instruction=instruction, serve=False).close()
+    server = serve(str(tmp_path / "run"))
+    try:
+        page = new_page()
+        page.goto(server.url)
+        expect()(page.locator("#instruction")).to_have_text(instruction)
+        expect()(page.locator("#training")).to_contain_text("No training process is running")
+        assert "Training is running" not in page.inner_text("body")
+        answer_when_ready(page, 1, "#btn-left")
+        expect()(page.locator("#empty")).to_contain_text("when the training is resumed")
+        assert server.app is not None and server.token
+    finally:
+        server.close()
+    from sb3_pref.human import LabelStore
+
+    with LabelStore(tmp_path / "run" / "labels.sqlite") as store:
+        assert store.answers() == {1: "left"}
+
+
+def test_two_tabs_get_different_pairs_and_hear_which_answer_stood(tmp_path, new_page):
+    teacher = teacher_with_pairs(tmp_path / "run", 2)
+    try:
+        first = new_page()
+        second = first.context.new_page()  # same person, two tabs
+        first.goto(teacher.url)
+        first.wait_for_function(PAIR_READY, arg=1, timeout=20_000)
+        second.goto(teacher.url)
+        second.wait_for_function(PAIR_READY, arg=2, timeout=20_000)  # not the pair the first tab shows
+        # The first tab answers pair 1; the only pair left is pair 2, which it now shows too.
+        first.wait_for_timeout(ANSWER_DELAY_MS)
+        first.click("#btn-left")
+        first.wait_for_function(PAIR_READY, arg=2, timeout=20_000)
+        expect()(first.locator("#pair-id")).to_contain_text("someone else is judging this pair too")
+        # The second tab answers it: the first is told promptly, with the answer that stood, and moves on.
+        second.wait_for_timeout(ANSWER_DELAY_MS)
+        second.click("#btn-right")
+        expect()(first.locator("#note")).to_contain_text("Pair 2 was answered", timeout=3_000)
+        expect()(first.locator("#note")).to_contain_text("\u201cRight is better\u201d stands")
+        expect()(first.locator("#work")).to_be_hidden()
+        assert teacher.store.answers() == {1: "left", 2: "right"}
+    finally:
+        teacher.close()
+
+
+NO_HORIZONTAL_SCROLL = "() => document.documentElement.scrollWidth <= window.innerWidth"
+
+
+def test_phone_viewport_fits_without_key_hints_and_names_are_clean(tmp_path, new_page):
+    teacher = teacher_with_pairs(tmp_path / "run", 2)
+    try:
+        phone = new_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True, device_scale_factor=2)
+        phone.goto(teacher.url)
+        phone.wait_for_function(PAIR_READY, arg=1, timeout=20_000)
+        assert phone.evaluate(NO_HORIZONTAL_SCROLL), phone.evaluate("document.documentElement.scrollWidth")
+        for selector in ("#btn-left", "#btn-right", "#btn-equal", "#btn-skip", "#left", "#right"):
+            box = phone.locator(selector).bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= 390, (selector, box)
+        assert phone.locator("#left").bounding_box()["width"] >= 300  # was 147 px side by side
+        assert not phone.locator("kbd").first.is_visible() and not phone.locator(".help .keys").is_visible()
+        phone.wait_for_timeout(ANSWER_DELAY_MS)
+        phone.tap("#btn-right")
+        wait_for(lambda: teacher.store.answers() == {1: "right"})
+
+        desktop = new_page()
+        desktop.goto(teacher.url)
+        desktop.wait_for_function(PAIR_READY, arg=2, timeout=20_000)
+        assert desktop.locator("#btn-left kbd").is_visible()  # keyboard hints where there is a keyboard
+        # Accessible names: no arrows or key hints read out; status announced; clips and buttons described.
+        for name in ("Left is better", "Right is better", "Equally good", "Can't tell", "Replay both"):
+            expect()(desktop.get_by_role("button", name=name, exact=True)).to_have_count(1)
+        expect()(desktop.get_by_role("button", name="Equally good", exact=True)).to_have_accessible_description(
+            "Equally good: both show it as much; the reward model learns them as a tie (a label of 0.5)."
+        )
+        expect()(desktop.get_by_role("button", name="Can't tell", exact=True)).to_have_accessible_description(
+            "Can't tell: you cannot judge this pair (or a clip does not play); the pair is thrown away and teaches nothing."
+        )
+        expect()(desktop.get_by_label("Left clip", exact=True)).to_have_count(1)
+        expect()(desktop.get_by_label("Right clip", exact=True)).to_have_count(1)
+        expect()(desktop.get_by_label("Playback speed")).to_have_count(0)
+        expect()(desktop.get_by_label("Speed")).to_have_count(1)
+        statuses = desktop.get_by_role("status")
+        assert statuses.count() >= 2 and desktop.locator("#training").get_attribute("aria-live") == "polite"
+    finally:
+        teacher.close()
+
+
+def test_replay_in_sync_and_slower_playback(tmp_path, new_page):
+    teacher = teacher_with_pairs(tmp_path / "run", 1, horizon=40)
+    try:
+        page = new_page()
+        page.goto(teacher.url)
+        page.wait_for_function(PAIR_READY, arg=1, timeout=20_000)
+        page.select_option("#speed", "0.25")
+        assert page.evaluate("[left.playbackRate, right.playbackRate]") == [0.25, 0.25]
+        page.wait_for_timeout(400)
+        page.click("#replay")
+        times = page.evaluate("[left.currentTime, right.currentTime]")
+        assert all(t < 0.3 for t in times), times  # both restarted
+        page.wait_for_timeout(600)
+        times = page.evaluate("[left.currentTime, right.currentTime, left.paused, right.paused]")
+        assert abs(times[0] - times[1]) < 0.1 and not times[2] and not times[3], times
+        assert 0.05 < times[0] < 0.4, times  # a quarter of real time: about 0.15 s of clip in 0.6 s
+    finally:
+        teacher.close()
+
+
+def test_the_last_answer_can_be_corrected_until_training_uses_it(tmp_path, new_page):
+    teacher = teacher_with_pairs(tmp_path / "run", 2)
+    try:
+        page = new_page()
+        page.goto(teacher.url)
+        answer_when_ready(page, 1, "#btn-left")
+        expect()(page.get_by_role("button", name="Change this answer")).to_be_visible()
+        page.get_by_role("button", name="Change this answer").click()
+        expect()(page.locator("#correcting")).to_contain_text("Changing your answer to pair 1")
+        answer_when_ready(page, 1, "#btn-right")
+        expect()(page.locator("#note")).to_contain_text("pair 1 is now \u201cRight is better\u201d")
+        assert teacher.store.answers() == {1: "right"}
+        # Pair 2 answered; then training takes the answers: the page stops offering a change.
+        answer_when_ready(page, 2, "#btn-equal")
+        expect()(page.get_by_role("button", name="Change this answer")).to_be_visible()
+        _, _, labels = teacher.late_labels()
+        assert labels.tolist() == [1.0, 0.5]
+        expect()(page.get_by_role("button", name="Change this answer")).to_be_hidden(timeout=3_000)
+        assert teacher.store.correct_answer(2, "left") == "used" and teacher.store.answers() == {1: "right", 2: "equal"}
+    finally:
+        teacher.close()
+
+
+def test_several_people_get_different_pairs_and_their_agreement_is_reported(tmp_path, new_page):
+    teacher = teacher_with_pairs(tmp_path / "run", 2)
+    try:
+        pages = {}
+        for name in ("Ann", "Ben"):
+            page = new_page()  # a browser profile each: names are kept per browser
+            page.goto(teacher.url)
+            page.fill("#name", name)
+            page.press("#name", "Tab")
+            pages[name] = page
+        ann, ben = pages["Ann"], pages["Ben"]
+        ann.wait_for_function(PAIR_READY, arg=1, timeout=20_000)
+        ben.wait_for_function(PAIR_READY, arg=2, timeout=20_000)
+        ann.wait_for_timeout(ANSWER_DELAY_MS)
+        ann.click("#btn-left")
+        ben.click("#btn-right")
+        wait_for(lambda: teacher.store.answers() == {1: "left", 2: "right"})
+        # Nothing pending: each is asked for a second opinion on the other's pair.
+        ann.wait_for_function(PAIR_READY, arg=2, timeout=20_000)
+        ben.wait_for_function(PAIR_READY, arg=1, timeout=20_000)
+        expect()(ann.locator("#pair-id")).to_contain_text("second opinion: Ben answered it already")
+        ann.wait_for_timeout(ANSWER_DELAY_MS)
+        ann.click("#btn-right")  # agrees with Ben
+        ben.click("#btn-right")  # disagrees with Ann
+        expect()(ann.locator("#people")).to_contain_text("Agreement between people: 50% of 2 pairs judged twice (2 people)")
+        expect()(ann.locator("#empty")).to_be_visible()
+        assert teacher.store.answers() == {1: "left", 2: "right"}  # second opinions never change training
+        assert teacher.store.labellers() == {"Ann": 1, "Ben": 1}
+        assert teacher.store.people_agreement() == {"n": 2.0, "agree": 1.0, "rate": 0.5, "people": 2.0}
+    finally:
+        teacher.close()
