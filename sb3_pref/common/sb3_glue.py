@@ -99,6 +99,7 @@ class PreferenceRewardMixin:
         )  # fmt: skip
         if unsuper_flag is None:
             unsuper_flag = self.default_unsuper_flag if reward_model is not None else 0
+        previous_segment = reward_model.size_segment if reward_model is not None else None
         if checked["size_segment"] is not None and reward_model is not None:
             reward_model.size_segment = checked["size_segment"]
         self.reward_model = reward_model
@@ -126,7 +127,13 @@ class PreferenceRewardMixin:
         self._teacher_class = None
         self.pref_learner: Optional[PreferenceLearner] = None
         self.entropy_reward: Optional[StateEntropyReward] = None
-        super().__init__(*args, **kwargs)
+        try:
+            super().__init__(*args, **kwargs)
+        except Exception:
+            # A call refused by the checks against the env leaves the caller's reward model as it was.
+            if reward_model is not None:
+                reward_model.size_segment = previous_segment
+            raise
 
     # ------------------------------------------------------------------ set-up
     def _setup_model(self) -> None:
