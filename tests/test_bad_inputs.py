@@ -143,7 +143,9 @@ UNSUPPORTED_SPACES = [
 ]
 
 
-@pytest.mark.parametrize(("what", "obs_space", "act_space", "message"), UNSUPPORTED_SPACES, ids=[c[0] for c in UNSUPPORTED_SPACES])
+@pytest.mark.parametrize(
+    ("what", "obs_space", "act_space", "message"), UNSUPPORTED_SPACES, ids=[c[0] for c in UNSUPPORTED_SPACES]
+)
 def test_unsupported_spaces_are_refused_by_name(what, obs_space, act_space, message):
     with pytest.raises((ValueError, AssertionError, NotImplementedError), match=message):
         env = DummyVecEnv([lambda: SpaceEnv(obs_space, act_space)])
@@ -188,7 +190,9 @@ def test_nan_reward_mid_run_names_env_and_step(phase):
     env = DummyVecEnv([lambda: gym.make("Pendulum-v1"), lambda: NanRewardAt(gym.make("Pendulum-v1"), 45)])
     flag = 0 if phase == "preferences" else 1
     model = PPO_REWARD("MlpPolicy", env, reward_model=small_model(env), unsuper_flag=flag, unsuper_step=64, seed=0, **TINY)
-    with pytest.raises(ValueError, match=r"rewards contains nan \(true reward of env 1 at its step 44, step 12 of this batch\)"):
+    with pytest.raises(
+        ValueError, match=r"rewards contains nan \(true reward of env 1 at its step 44, step 12 of this batch\)"
+    ):
         model.learn(128)
 
 
@@ -309,7 +313,11 @@ def test_damaged_label_file_is_refused_with_the_reason(saved, tmp_path, change, 
 GRID = {"algorithms": ["ppo"], "tasks": {"walker_walk": {}}, "seeds": 1}
 CONFIG_CASES = [
     ("unknown top-level key", {"sedes": 2}, r"sedes: unknown config key"),
-    ("unknown hyperparameter", {"hyperparameters": {"learnig_rate": 1e-3}}, r"hyperparameters.learnig_rate: unknown hyperparameter"),
+    (
+        "unknown hyperparameter",
+        {"hyperparameters": {"learnig_rate": 1e-3}},
+        r"hyperparameters.learnig_rate: unknown hyperparameter",
+    ),
     ("unknown algorithm", {"algorithms": ["ppo2"]}, r"algorithms.ppo2: unknown algorithm"),
     ("unknown task", {"tasks": {"walker_run_fast": {}}}, r"tasks.walker_run_fast: unknown task"),
     ("seeds 0", {"seeds": 0}, r"seeds: 0 runs nothing; give a count >= 1"),
