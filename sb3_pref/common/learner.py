@@ -57,7 +57,8 @@ class PreferenceLearner:
     :param max_ep_len: episode length used for the teacher's thresholds; None uses the observed mean
     :param segment_capacity: transitions kept for drawing segments (oldest dropped)
     :param normalize_rewards: rescale predictions to mean 0 / std 1 on recent transitions after each refit
-    :param anneal_lr: decay the reward model's learning rate to 0 within each round
+    :param anneal_lr: decay the reward model's learning rate linearly per epoch within each round
+        (see :meth:`RewardModel.train`)
     :param n_eval_pairs: fresh pairs used to measure agreement with an oracle after each round
     :param seed: seed of the learner's generator (segment sampling, minibatch order): the learner stream
         of ``seed`` (:func:`~sb3_pref.common.teachers.stream_generator`), independent of a teacher

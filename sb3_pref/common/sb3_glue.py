@@ -59,7 +59,8 @@ class PreferenceRewardMixin:
         pretraining then the true reward, 0 no pretraining; None: the class's ``default_unsuper_flag``
         with a reward model (PrefPPO: 1), 0 without one
     :param normalize_reward: rescale predicted rewards to mean 0 / std 1 on recent transitions after each refit
-    :param anneal_reward_lr: decay the reward model's learning rate linearly to 0 within each round
+    :param anneal_reward_lr: decay the reward model's learning rate linearly per epoch within each round
+        (epoch e at ``lr * (1 - (e - 1) / re_update)``; early stopping ends the decay)
     :param segment_capacity: transitions kept for drawing query segments
     :param entropy_k: k of the k-NN state-entropy reward
     """
