@@ -12,7 +12,8 @@ from gymnasium import spaces
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from sb3_pref import PPO_REWARD, PreferenceDataset, RewardModel
+from sb3_pref import PPO_REWARD, PreferenceDataset, RewardModel, ScriptedTeacher
+from sb3_pref.common.callbacks import AtomicCheckpointCallback
 from sb3_pref.experiments.config import ConfigError, load_config
 
 TINY = dict(n_steps=32, batch_size=32, n_epochs=1, policy_kwargs={"net_arch": [16]}, device="cpu")
@@ -112,6 +113,46 @@ def test_reward_model_argument_is_refused(argument, value, error, message):
     env = pendulum()
     with pytest.raises(error, match=message):
         small_model(env, **{argument: value})
+
+
+# ------------------------------------------------------------------ teachers and checkpoints
+TEACHER_CASES = [
+    ({"eps_mistake": "0.1"}, TypeError, r"eps_mistake must be a number, got '0.1'"),
+    ({"eps_mistake": 1.5}, ValueError, r"eps_mistake must be a probability in \[0, 1\], got 1.5"),
+    ({"eps_skip": float("nan")}, ValueError, r"eps_skip must be a probability in \[0, 1\], got nan"),
+    ({"eps_equal": True}, TypeError, r"eps_equal must be a number, got True"),
+    ({"beta": "1"}, TypeError, r"beta must be a number, got '1'"),
+    ({"beta": float("inf")}, ValueError, r"beta must be a finite float"),
+    ({"gamma": 0}, ValueError, r"gamma must be in \(0, 1\]"),
+    ({"seed": "3"}, ValueError, r"seed must be an int >= 0 or None, got '3'"),
+    ({"seed": -1}, ValueError, r"seed must be an int >= 0 or None, got -1"),
+    ({"seed": 2.5}, ValueError, r"seed must be an int >= 0 or None, got 2.5"),
+]
+
+
+@pytest.mark.parametrize(("settings", "error", "message"), TEACHER_CASES)
+def test_teacher_argument_is_refused(settings, error, message):
+    with pytest.raises(error, match=message):
+        ScriptedTeacher(**settings)
+
+
+def test_unknown_teacher_preset_names_the_presets():
+    with pytest.raises(ValueError, match=r"name='orcale' is not a teacher preset: choose one of oracle, noisy"):
+        ScriptedTeacher.preset("orcale")
+
+
+@pytest.mark.parametrize(
+    ("settings", "error", "message"),
+    [
+        ({"save_freq": 0, "save_path": "x"}, ValueError, r"save_freq must be >= 1"),
+        ({"save_freq": "1000", "save_path": "x"}, TypeError, r"save_freq must be an integer"),
+        ({"save_freq": 10, "save_path": 3}, TypeError, r"save_path must be a folder path, got a int"),
+        ({"save_freq": 10, "save_path": "x", "keep": 0}, ValueError, r"keep must be >= 1"),
+    ],
+)
+def test_checkpoint_callback_argument_is_refused(settings, error, message):
+    with pytest.raises(error, match=message):
+        AtomicCheckpointCallback(**settings)
 
 
 # ------------------------------------------------------------------ spaces
