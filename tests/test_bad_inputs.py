@@ -388,3 +388,25 @@ def test_grid_config_syntax_error_is_one_line(tmp_path, name, text, message):
     with pytest.raises(ConfigError, match=message):
         load_config(path)
     assert os.path.exists(path)
+
+
+# ------------------------------------------------------------------ RL2 (the same checks, through RecurrentPPO)
+@pytest.mark.parametrize(
+    ("argument", "value", "error", "message"),
+    [
+        ("num_interaction", "500", TypeError, r"num_interaction must be an integer, got '500'"),
+        ("max_feed", 10.7, ValueError, r"max_feed must be a whole number, got 10.7"),
+        ("teacher", "mistakes", ValueError, r"teacher='mistakes' is not a teacher preset"),
+        ("size_segment", 0, ValueError, r"size_segment must be >= 1"),
+    ],
+)
+def test_rl2_argument_is_refused_before_training(argument, value, error, message):
+    from sb3_pref.envs.darkroom import DarkRoom
+    from sb3_pref.envs.trial import TrialWrapper
+    from sb3_pref.rl2 import RL2
+
+    env = DummyVecEnv([lambda: TrialWrapper(DarkRoom(goals=[(4, 6)], episode_length=8), 2, seed=0)])
+    inner = env.get_attr("layout", indices=0)[0].obs
+    reward_model = RewardModel(inner.stop - inner.start, env.action_space, size_segment=4, mb_size=4, hidden_dim=8)
+    with pytest.raises(error, match=message):
+        RL2("MlpLstmPolicy", env, reward_model=reward_model, n_steps=16, batch_size=16, **{argument: value})
