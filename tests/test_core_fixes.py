@@ -51,6 +51,13 @@ def test_rl2_reward_slot_is_predicted_from_raw_observations_under_vecnormalize()
     assert normalised_seen > 20  # the normalisation really changed the observations (else the test proves nothing)
     # Raw DarkRoom positions lie in [0, 1]; normalised ones do not.
     assert np.concatenate(seen).min() >= 0 and np.concatenate(seen).max() <= 1
+    # Evaluation takes the same path: its wrapper reads the raw observations behind its own VecNormalize.
+    eval_env = VecNormalize(DummyVecEnv([lambda: TrialWrapper(DarkRoom(goals=goals, episode_length=8), 2, seed=9)]))
+    eval_env.obs_rms = env.obs_rms
+    wrapped = model.prepare_eval_env(eval_env)
+    wrapped.reset()
+    np.testing.assert_array_equal(wrapped._raw(None), eval_env.get_original_obs())
+    assert not np.allclose(eval_env.normalize_obs(eval_env.get_original_obs()), eval_env.get_original_obs())
 
 
 # ------------------------------------------------------------------------------------- item 2
