@@ -201,8 +201,10 @@ class PreferenceRewardMixin:
         )
         if given_at_load:
             # By preset name: our own new object, which continues the saved counters and label stream
-            # under the settings asked for. An object: the caller's, used as it is.
-            self.pref_learner.restore_teacher = "progress" if given_at_load == "preset" else "none"
+            # under the settings asked for. An object: the caller's settings and generator are kept, and
+            # the run's counters and bookkeeping continue in it (a human teacher must know which answers
+            # the saved dataset already holds, or it would hand them over twice).
+            self.pref_learner.restore_teacher = "progress" if given_at_load == "preset" else "counters"
 
     def _reward_space_hint(self) -> str:
         """How the error for a reward model of the wrong size names the space it must be built for."""
@@ -357,9 +359,9 @@ class PreferenceRewardMixin:
     @classmethod
     def load(cls, path: Any, env: Any = None, device: Any = "auto", **kwargs: Any) -> Any:
         """
-        SB3's ``load``, plus: a ``teacher=`` given here is used as given (its settings are not replaced
-        by the saved teacher's, and the object is not modified by loading), and a damaged file raises
-        one clear ``ValueError`` that names it.
+        SB3's ``load``, plus: a ``teacher=`` given here keeps its settings (and, for an object, its
+        random generator) instead of the saved teacher's, while the run's counters and bookkeeping
+        continue in it; a damaged file raises one clear ``ValueError`` that names it.
 
         :param path: the saved model (``.zip``), a path or an open file
         :param env: the env to continue on (same spaces as at save time)
