@@ -323,9 +323,7 @@ class PreferenceLearner:
 
     def _restore_teacher(self, saved: dict[str, Any]) -> None:
         if self.restore_teacher not in ("all", "progress", "counters", "none"):
-            raise ValueError(
-                f"restore_teacher must be 'all', 'progress', 'counters' or 'none', got {self.restore_teacher!r}"
-            )
+            raise ValueError(f"restore_teacher must be 'all', 'progress', 'counters' or 'none', got {self.restore_teacher!r}")
         if self.restore_teacher == "none":
             return
         if self.restore_teacher == "counters":
