@@ -220,3 +220,21 @@ def test_a_run_whose_checkpoints_all_fail_to_load_raises_and_keeps_them(tmp_path
     with pytest.raises(RuntimeError, match=r"none of the 2 checkpoints .* kept"):
         _load_newest(spec, str(tmp_path), str(tmp_path / "monitor"))
     assert sorted(path.name for path in folder.iterdir()) == ["ckpt_100.zip", "ckpt_200.zip"]
+
+
+def test_a_model_trained_with_a_custom_teacher_asks_for_it_at_load_and_takes_it(tmp_path):
+    env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
+    model = PPO_REWARD(
+        "MlpPolicy", env, reward_model=small_model(env), teacher=CountingTeacher(), max_feed=24, num_interaction=32,
+        unsuper_flag=0, seed=0, **TINY,
+    )  # fmt: skip
+    model.learn(32 * 2)
+    model.save(tmp_path / "model.zip")
+    with pytest.raises(ValueError, match=r"trained with a CountingTeacher.*pass teacher=<a CountingTeacher> to load"):
+        PPO_REWARD.load(tmp_path / "model.zip", env=env)
+    teacher = CountingTeacher()
+    loaded = PPO_REWARD.load(tmp_path / "model.zip", env=env, teacher=teacher)
+    # The same kind of teacher as the saved one: its counters continue from the save.
+    assert teacher.counters == model.pref_learner.teacher.counters and teacher.counters["asked"] == 16
+    loaded.learn(32, reset_num_timesteps=False)
+    assert teacher.counters["asked"] == 24 == loaded.pref_learner.total_feed
