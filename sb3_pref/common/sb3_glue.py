@@ -170,8 +170,8 @@ class PreferenceRewardMixin:
         check_segment_fits(model.size_segment, self.env, self.segment_capacity)
         teacher = self.teacher if self.teacher is not None else model.teacher
         if given_at_load:
-            # The caller's teacher is used as given: its settings win over the saved ones, and it is not
-            # overwritten with the saved state (which belongs to the teacher the model was trained with).
+            # The caller's teacher is used: its settings win over the saved ones (its class may differ
+            # from the saved one's; then none of the saved teacher state applies to it).
             self._teacher_class = type(teacher).__name__
         elif self._teacher_class not in (None, type(teacher).__name__):
             raise ValueError(
