@@ -177,3 +177,55 @@ def test_atomic_checkpoints_are_taken_after_the_query_round(tmp_path, keep):
     # At 384 steps: pretraining took 128 and ended with a uniform round, then rounds at 192, 256, 320 and
     # 384 (the last one's labels are in: SB3's CheckpointCallback would save before it).
     assert checkpoint.pref_learner.n_rounds == 5 and checkpoint.pref_learner.total_feed == 20
+
+
+DIES_WHILE_SAVING = textwrap.dedent(
+    """
+    import os, signal, sys, zipfile
+    from stable_baselines3.common.callbacks import CheckpointCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from sb3_pref import PPO_REWARD, RewardModel
+    from sb3_pref.common.callbacks import AtomicCheckpointCallback
+
+    kind, folder = sys.argv[1], sys.argv[2]
+    saves, writestr = [0], zipfile.ZipFile.writestr
+
+    def dying_writestr(archive, name, *args, **kwargs):
+        # SIGKILL in the middle of the third save: its data and weights are written, the zip's directory is not.
+        name = getattr(name, "filename", name)
+        saves[0] += name == "data"
+        if saves[0] == 3 and name == "_stable_baselines3_version":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return writestr(archive, name, *args, **kwargs)
+
+    zipfile.ZipFile.writestr = dying_writestr
+    env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
+    reward_model = RewardModel(env.observation_space, env.action_space, size_segment=10, mb_size=2, hidden_dim=16)
+    model = PPO_REWARD(
+        "MlpPolicy", env, reward_model=reward_model, teacher="oracle", max_feed=100, num_interaction=32,
+        unsuper_flag=0, n_steps=32, batch_size=32, n_epochs=1, policy_kwargs={"net_arch": [16]}, seed=0, device="cpu",
+    )
+    saver = AtomicCheckpointCallback(32, folder) if kind == "atomic" else CheckpointCallback(32, folder, "ckpt")
+    model.learn(32 * 10, callback=saver)
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["atomic", "sb3"])
+def test_a_kill_during_a_save_leaves_no_torn_checkpoint(tmp_path, kind):
+    script, folder = tmp_path / "worker.py", tmp_path / "checkpoints"
+    script.write_text(DIES_WHILE_SAVING)
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(script), kind, str(folder)], env=environ, timeout=120)
+    assert done.returncode == -signal.SIGKILL
+    names = sorted(os.listdir(folder))
+    if kind == "atomic":
+        # The torn write is the leftover .tmp; the two checkpoints before it are whole and found.
+        assert [name for name in names if name.endswith(".tmp")] == ["ckpt_96.zip.tmp"]
+        assert [c.step for c in list_checkpoints(str(folder))] == [64, 32]
+        assert PPO_REWARD.load(list_checkpoints(str(folder))[0].model).pref_learner.total_feed == 4
+    else:
+        # SB3 writes in place: its newest checkpoint is the torn one (what AtomicCheckpointCallback avoids).
+        assert names == ["ckpt_32_steps.zip", "ckpt_64_steps.zip", "ckpt_96_steps.zip"]
+        with pytest.raises(ValueError, match=r"ckpt_96_steps.zip.*(truncated or corrupted|lacks|damaged member)"):
+            PPO_REWARD.load(folder / "ckpt_96_steps.zip")
