@@ -51,6 +51,13 @@ def test_rl2_reward_slot_is_predicted_from_raw_observations_under_vecnormalize()
     assert normalised_seen > 20  # the normalisation really changed the observations (else the test proves nothing)
     # Raw DarkRoom positions lie in [0, 1]; normalised ones do not.
     assert np.concatenate(seen).min() >= 0 and np.concatenate(seen).max() <= 1
+    # Evaluation takes the same path: its wrapper reads the raw observations behind its own VecNormalize.
+    eval_env = VecNormalize(DummyVecEnv([lambda: TrialWrapper(DarkRoom(goals=goals, episode_length=8), 2, seed=9)]))
+    eval_env.obs_rms = env.obs_rms
+    wrapped = model.prepare_eval_env(eval_env)
+    wrapped.reset()
+    np.testing.assert_array_equal(wrapped._raw(None), eval_env.get_original_obs())
+    assert not np.allclose(eval_env.normalize_obs(eval_env.get_original_obs()), eval_env.get_original_obs())
 
 
 # ------------------------------------------------------------------------------------- item 2
@@ -137,7 +144,7 @@ def saved_oracle(tmp_path_factory):
     return path, model
 
 
-def test_teacher_given_to_load_is_honoured_and_not_modified(saved_oracle):
+def test_teacher_given_to_load_is_honoured_and_keeps_its_settings(saved_oracle):
     path, trained = saved_oracle
     env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
     by_name = PPO_REWARD.load(path, env=env, teacher="mistake")
@@ -148,11 +155,16 @@ def test_teacher_given_to_load_is_honoured_and_not_modified(saved_oracle):
     mine = ScriptedTeacher(eps_equal=0.3, seed=11)
     before = mine.state_dict()
     loaded = PPO_REWARD.load(path, env=env, teacher=mine)
-    assert loaded.pref_learner.teacher is mine and mine.state_dict() == before
+    assert loaded.pref_learner.teacher is mine
+    # Its settings and its generator stay its own; the run's counters continue in it.
+    after = mine.state_dict()
+    assert after["config"] == before["config"] and after["rng_state"] == before["rng_state"]
+    assert mine.counters == trained.pref_learner.teacher.counters
 
     custom = CountingTeacher()
     loaded = PPO_REWARD.load(path, env=env, teacher=custom)
     loaded.learn(32 * 2, reset_num_timesteps=False)
+    # Another kind of teacher than the saved one: none of the saved teacher's state applies to it.
     assert loaded.pref_learner.teacher is custom and custom.counters["asked"] == 8
 
 
@@ -208,3 +220,21 @@ def test_a_run_whose_checkpoints_all_fail_to_load_raises_and_keeps_them(tmp_path
     with pytest.raises(RuntimeError, match=r"none of the 2 checkpoints .* kept"):
         _load_newest(spec, str(tmp_path), str(tmp_path / "monitor"))
     assert sorted(path.name for path in folder.iterdir()) == ["ckpt_100.zip", "ckpt_200.zip"]
+
+
+def test_a_model_trained_with_a_custom_teacher_asks_for_it_at_load_and_takes_it(tmp_path):
+    env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
+    model = PPO_REWARD(
+        "MlpPolicy", env, reward_model=small_model(env), teacher=CountingTeacher(), max_feed=24, num_interaction=32,
+        unsuper_flag=0, seed=0, **TINY,
+    )  # fmt: skip
+    model.learn(32 * 2)
+    model.save(tmp_path / "model.zip")
+    with pytest.raises(ValueError, match=r"trained with a CountingTeacher.*pass teacher=<a CountingTeacher> to load"):
+        PPO_REWARD.load(tmp_path / "model.zip", env=env)
+    teacher = CountingTeacher()
+    loaded = PPO_REWARD.load(tmp_path / "model.zip", env=env, teacher=teacher)
+    # The same kind of teacher as the saved one: its counters continue from the save.
+    assert teacher.counters == model.pref_learner.teacher.counters and teacher.counters["asked"] == 16
+    loaded.learn(32, reset_num_timesteps=False)
+    assert teacher.counters["asked"] == 24 == loaded.pref_learner.total_feed

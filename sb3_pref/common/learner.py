@@ -121,7 +121,9 @@ class PreferenceLearner:
         self._rounds_waited = 0
         #: what :meth:`load_state_dict` restores of the saved teacher: ``"all"`` (settings, counters,
         #: generator), ``"progress"`` (counters, thresholds and generator, keeping this teacher's settings:
-        #: a teacher chosen by preset name at load) or ``"none"`` (a teacher object given at load is used untouched)
+        #: a teacher chosen by preset name at load), ``"counters"`` (a teacher object given at load: its
+        #: settings and generator stay its own; the run's counters, thresholds and bookkeeping, such as
+        #: the answers a human teacher already handed over, continue) or ``"none"``
         self.restore_teacher = "all"
         self.store = SegmentStore(n_envs, reward_model.obs_dim, reward_model.act_dim, capacity=segment_capacity)
         # Room beyond the budget: a resumed run re-asks the queries of its last unsaved round while a
@@ -350,10 +352,17 @@ class PreferenceLearner:
         self.reward_model.n_updates = int(state["reward_model_n_updates"])
 
     def _restore_teacher(self, saved: dict[str, Any]) -> None:
-        if self.restore_teacher not in ("all", "progress", "none"):
-            raise ValueError(f"restore_teacher must be 'all', 'progress' or 'none', got {self.restore_teacher!r}")
+        if self.restore_teacher not in ("all", "progress", "counters", "none"):
+            raise ValueError(f"restore_teacher must be 'all', 'progress', 'counters' or 'none', got {self.restore_teacher!r}")
         if self.restore_teacher == "none":
             return
+        if self.restore_teacher == "counters":
+            current = self.teacher.state_dict()
+            if set(current) != set(saved):
+                return  # not the same kind of teacher: nothing of the saved progress applies
+            # Without a saved rng_state the teacher draws nothing at random (e.g. a human): nothing to keep.
+            own = {key: current[key] for key in ("config", "rng_state") if key in current}
+            saved = {**saved, **own}
         if self.restore_teacher == "progress":
             current = self.teacher.state_dict()
             if "config" not in current or "config" not in saved:

@@ -65,7 +65,8 @@ class PreferenceRewardMixin(RLHFMixin):
         pretraining then the true reward, 0 no pretraining; None: the class's ``default_unsuper_flag``
         with a reward model (PrefPPO: 1), 0 without one
     :param normalize_reward: rescale predicted rewards to mean 0 / std 1 on recent transitions after each refit
-    :param anneal_reward_lr: decay the reward model's learning rate linearly to 0 within each round
+    :param anneal_reward_lr: decay the reward model's learning rate linearly to 0 over each round's
+        gradient steps (all of them are run: no early stop)
     :param segment_capacity: transitions kept for drawing query segments
     :param entropy_k: k of the k-NN state-entropy reward
     :param reward_schedule: how much the reward model trains per round: ``"auto"`` (default; a budget of
@@ -142,6 +143,7 @@ class PreferenceRewardMixin(RLHFMixin):
         self._check_reward_model_arguments(reward_model, reward_model_kwargs, arguments)
         if unsuper_flag is None:
             unsuper_flag = self.default_unsuper_flag if reward_model is not None or reward_model_kwargs else 0
+        previous_segment = reward_model.size_segment if reward_model is not None else None
         if checked["size_segment"] is not None and reward_model is not None:
             reward_model.size_segment = checked["size_segment"]
         self.reward_model = reward_model
@@ -184,7 +186,13 @@ class PreferenceRewardMixin(RLHFMixin):
             zero_value_head=zero_value_head,
             anneal_policy_lr=anneal_policy_lr,
         )
-        super().__init__(*args, **kwargs)
+        try:
+            super().__init__(*args, **kwargs)
+        except Exception:
+            # A call refused by the checks against the env leaves the caller's reward model as it was.
+            if reward_model is not None:
+                reward_model.size_segment = previous_segment
+            raise
 
     # ------------------------------------------------------------------ set-up
     def _setup_model(self) -> None:
@@ -225,8 +233,8 @@ class PreferenceRewardMixin(RLHFMixin):
         check_segment_fits(model.size_segment, self.env, self.segment_capacity)
         teacher = self.teacher if self.teacher is not None else model.teacher
         if given_at_load:
-            # The caller's teacher is used as given: its settings win over the saved ones, and it is not
-            # overwritten with the saved state (which belongs to the teacher the model was trained with).
+            # The caller's teacher is used: its settings win over the saved ones (its class may differ
+            # from the saved one's; then none of the saved teacher state applies to it).
             self._teacher_class = type(teacher).__name__
         elif self._teacher_class not in (None, type(teacher).__name__):
             raise ValueError(
@@ -259,12 +267,10 @@ class PreferenceRewardMixin(RLHFMixin):
         )
         if given_at_load:
             # By preset name: our own new object, which continues the saved counters and label stream
-            # under the settings asked for. An object: the caller's, used as it is, unless its state is a
-            # ledger of what the checkpoint holds (see BaseTeacher.resumes_from_checkpoint).
-            if given_at_load == "preset":
-                self.pref_learner.restore_teacher = "progress"
-            else:
-                self.pref_learner.restore_teacher = "all" if self.teacher.resumes_from_checkpoint else "none"
+            # under the settings asked for. An object: the caller's settings and generator are kept, and
+            # the run's counters and bookkeeping continue in it (a human teacher must know which answers
+            # the saved dataset already holds, or it would hand them over twice).
+            self.pref_learner.restore_teacher = "progress" if given_at_load == "preset" else "counters"
 
     def _reward_space_hint(self) -> str:
         """How the error for a reward model of the wrong size names the space it must be built for."""
@@ -464,9 +470,9 @@ class PreferenceRewardMixin(RLHFMixin):
     @classmethod
     def load(cls, path: Any, env: Any = None, device: Any = "auto", **kwargs: Any) -> Any:
         """
-        SB3's ``load``, plus: a ``teacher=`` given here is used as given (its settings are not replaced
-        by the saved teacher's, and the object is not modified by loading), and a damaged file raises
-        one clear ``ValueError`` that names it.
+        SB3's ``load``, plus: a ``teacher=`` given here keeps its settings (and, for an object, its
+        random generator) instead of the saved teacher's, while the run's counters and bookkeeping
+        continue in it; a damaged file raises one clear ``ValueError`` that names it.
 
         :param path: the saved model (``.zip``), a path or an open file
         :param env: the env to continue on (same spaces as at save time)

@@ -46,10 +46,6 @@ class BaseTeacher(abc.ABC):
     #: ``info`` keys whose per-step values the algorithm must record with each segment (e.g. the
     #: simulator state a human teacher's videos are rendered from); scripted teachers need none.
     required_info_keys: ClassVar[tuple[str, ...]] = ()
-    #: whether a teacher object handed to ``load(..., teacher=...)`` takes the checkpoint's state. False: the
-    #: caller's object is used as it is. True for teachers whose state is a ledger of what the checkpoint
-    #: already holds (a human teacher's answers handed over), which must follow the checkpoint.
-    resumes_from_checkpoint: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._counters = dict.fromkeys(COUNTER_KEYS, 0)
@@ -95,8 +91,24 @@ class BaseTeacher(abc.ABC):
         self._counters = {key: int(counters.get(key, 0)) for key in COUNTER_KEYS}
 
 
+def _check_number(value: Any, argument: str, example: str) -> float:
+    # Strings ("0.1") and bools are mistakes, not values to convert (validation.py imports this module).
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        kind = type(value).__name__
+        raise TypeError(f"{argument} must be a number, got {value!r} (a {kind}): pass e.g. {argument}={example}")
+    return float(value)
+
+
+def _check_seed(seed: Any) -> Optional[int]:
+    if seed is None:
+        return None
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0 or None, got {seed!r}: pass e.g. seed=0")
+    return int(seed)
+
+
 def _check_probability(value: float, argument: str) -> float:
-    value = float(value)
+    value = _check_number(value, argument, "0.1")
     if not 0.0 <= value <= 1.0:
         raise ValueError(f"{argument} must be a probability in [0, 1], got {value}: pass e.g. {argument}=0.1")
     return value
@@ -151,15 +163,16 @@ class ScriptedTeacher(BaseTeacher):
     ) -> None:
         super().__init__()
         self._configure(beta, gamma, eps_mistake, eps_skip, eps_equal)
+        seed = _check_seed(seed)
         self.seed = seed
         self.thres_skip = 0.0
         self.thres_equal = 0.0
         self.rng = stream_generator(seed, TEACHER_STREAM)
 
     def _configure(self, beta: float, gamma: float, eps_mistake: float, eps_skip: float, eps_equal: float) -> None:
-        if not math.isfinite(float(beta)):
+        if not math.isfinite(_check_number(beta, "beta", "-1")):
             raise ValueError(f"beta must be a finite float (<= 0 for a rational teacher), got {beta}")
-        gamma = float(gamma)
+        gamma = _check_number(gamma, "gamma", "1")
         if not 0.0 < gamma <= 1.0:
             raise ValueError(f"gamma must be in (0, 1], got {gamma}: use gamma=1 for no myopic discount")
         self.beta = float(beta)
@@ -181,6 +194,7 @@ class ScriptedTeacher(BaseTeacher):
 
     def reseed(self, seed: Optional[int]) -> None:
         """Restart the teacher's random stream from ``seed`` (used by algorithms to follow their own seed)."""
+        seed = _check_seed(seed)
         self.seed = seed
         self.rng = stream_generator(seed, TEACHER_STREAM)
 

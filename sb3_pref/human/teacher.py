@@ -100,8 +100,6 @@ class HumanTeacher(BaseTeacher):
     """
 
     required_info_keys: ClassVar[tuple[str, ...]] = (RENDER_STATE_KEY,)
-    # Resumed runs take the checkpoint's ledger of answers already handed over, so none is used twice.
-    resumes_from_checkpoint: ClassVar[bool] = True
 
     def __init__(
         self,
