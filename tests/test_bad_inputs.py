@@ -102,7 +102,7 @@ REWARD_MODEL_CASES = [
     ("mb_size", 0, ValueError, r"mb_size must be >= 1"),
     ("activation", "softmax", ValueError, r"activation='softmax' is not one of"),
     ("label_margin", 0.5, ValueError, r"label_margin must be in \[0, 0.5\)"),
-    ("train_dtype", "float16", ValueError, r"train_dtype must be 'float32' or 'bfloat16'"),
+    ("train_dtype", "float16", ValueError, r"train_dtype must be one of \['auto', 'float32', 'bfloat16'\]"),
     ("teacher", "oracle", TypeError, r"teacher must be a BaseTeacher or None, got a str"),
     ("seed", -1, ValueError, r"seed must be >= 0"),
 ]
