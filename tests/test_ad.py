@@ -11,8 +11,8 @@ from stable_baselines3.common.logger import configure
 
 from sb3_pref import PPO_REWARD, RewardModel
 from sb3_pref.ad import (
-    AD,
     A2C_SEED_SETTINGS,
+    AD,
     ADConfig,
     ADTransformer,
     Histories,
@@ -89,7 +89,7 @@ def test_cheap_learner_improves_and_shuffling_keeps_the_data_but_not_the_trend()
     assert returns[:, -20:].mean() > returns[:, :10].mean() + 1.0  # Q-learning learns
     shuffled = histories.shuffled(np.random.default_rng(0))
     assert np.sort(shuffled.rewards, axis=1).tolist() == np.sort(histories.rewards, axis=1).tolist()
-    assert sorted(map(tuple, shuffled.episode_returns()[0])) == sorted(map(tuple, histories.episode_returns()[0]))
+    assert sorted(shuffled.episode_returns()[0].tolist()) == sorted(histories.episode_returns()[0].tolist())
     flat = np.array([r[:80] for r in shuffled.episode_returns()])
     early, late = flat[:, :10].mean(), flat[:, -20:].mean()
     assert abs(late - early) < abs(returns[:, -20:].mean() - returns[:, :10].mean())
@@ -125,7 +125,8 @@ def test_bad_history_files_get_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="lacks"):
         Histories.load(empty)
     with pytest.raises(ValueError, match="no transitions"):
-        Histories(np.zeros((0, 0, 2)), np.zeros((0, 0)), np.zeros((0, 0)), np.zeros((0, 0)), np.zeros((0, 0)), np.zeros((0, 2)), 5)
+        nothing = np.zeros((0, 0))
+        Histories(np.zeros((0, 0, 2)), nothing, nothing, nothing, nothing, np.zeros((0, 2)), 5)
     with pytest.raises(ValueError, match="no finished episode"):
         HistoryRecorder(1).to_histories((0, 0), 5)
 
@@ -139,7 +140,8 @@ def test_bad_ad_inputs_fail_before_training():
         AD(histories, seq_len=5, **SMALL)
     with pytest.raises(ValueError, match="exceeds the history length"):
         AD(histories, seq_len=1000, **SMALL)
-    wrong_env = make_vec_env(darkroom_trials, n_envs=1, env_kwargs=dict(split="test", episodes_per_trial=2, observation="onehot"))
+    onehot_trials = dict(split="test", episodes_per_trial=2, observation="onehot")
+    wrong_env = make_vec_env(darkroom_trials, n_envs=1, env_kwargs=onehot_trials)
     with pytest.raises(ValueError, match="mismatched spaces"):
         AD(histories, env=wrong_env, seq_len=12, **SMALL)
     model = AD(histories, seq_len=12, **SMALL)
@@ -155,7 +157,7 @@ def test_predict_context_is_the_state_and_padding_changes_nothing():
     env = make_vec_env(darkroom_trials, n_envs=2, seed=0, env_kwargs=dict(split="all", episodes_per_trial=3, **ROOM))
     obs = env.reset()
     state, starts = None, np.ones(2, bool)
-    for step in range(14):
+    for _ in range(14):
         actions, state = model.predict(obs, state, starts)
         obs, _, dones, _ = env.step(actions)
         starts = dones
@@ -226,7 +228,8 @@ def test_seed_preset_and_precision_choice():
     assert (config.seq_len, config.embed_dim, config.n_layers, config.n_heads, config.ff_dim) == (256, 64, 4, 4, 2048)
     assert (config.attention_dropout, config.residual_dropout) == (0.5, 0.1)
     model = ADTransformer(config)
-    logits = model(th.zeros(2, 256, 2), th.zeros(2, 256, dtype=th.long), th.zeros(2, 256, dtype=th.long), th.zeros(2, 256, dtype=th.long))
+    tokens = th.zeros(2, 256, dtype=th.long)
+    logits = model(th.zeros(2, 256, 2), tokens, tokens, tokens)
     assert logits.shape == (2, 256, 5)
     assert resolve_precision(th.device("cpu")) is False
     assert resolve_precision(th.device("cpu"), "bfloat16") is True

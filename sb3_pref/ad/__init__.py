@@ -9,9 +9,9 @@ from sb3_pref.ad.model import ADConfig, ADTransformer
 __all__ = [
     "A2C_SEED_SETTINGS",
     "AD",
+    "HISTORY_FORMAT_VERSION",
     "ADConfig",
     "ADTransformer",
-    "HISTORY_FORMAT_VERSION",
     "Histories",
     "HistoryRecorder",
     "NoisyExpert",

@@ -18,7 +18,9 @@ from sb3_pref.envs.darkroom import AD_TEST_GOALS, split_goals
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m sb3_pref.ad", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m sb3_pref.ad", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", required=True, help="the merged .npz to write")
     parser.add_argument("--learner", choices=LEARNERS, default="a2c")
     parser.add_argument("--steps", type=int, default=2_500_000, help="env steps per learner (the seed: 2.5M)")
@@ -27,7 +29,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--n-envs", type=int, default=10, help="parallel envs of an A2C learner")
     parser.add_argument("--size", type=int, default=9)
     parser.add_argument("--episode-length", type=int, default=20)
-    parser.add_argument("--no-terminate-on-goal", action="store_true", help="the reward-per-step variant instead of the seed's")
+    parser.add_argument(
+        "--no-terminate-on-goal", action="store_true", help="the reward-per-step variant instead of the seed's"
+    )
     parser.add_argument("--n-test", type=int, default=AD_TEST_GOALS, help="held-out goals (the seed: 23 of 80)")
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)

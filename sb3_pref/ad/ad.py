@@ -26,11 +26,11 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.utils import configure_logger, get_device, set_random_seed
 from stable_baselines3.common.vec_env import VecEnv
 
+from sb3_pref.ad.context import State, empty_context, extend_context
 from sb3_pref.ad.histories import Histories
 from sb3_pref.ad.model import ADConfig, ADTransformer
 
 MODEL_FORMAT_VERSION = 1
-State = tuple[np.ndarray, ...]
 
 
 def resolve_precision(device: th.device, dtype: str = "auto") -> bool:
@@ -262,7 +262,7 @@ class AD:
     def learn(
         self,
         total_timesteps: Optional[int] = None,
-        callback: Union[None, BaseCallback, list[BaseCallback]] = None,
+        callback: Union[BaseCallback, list[BaseCallback], None] = None,
         log_interval: int = 100,
         tb_log_name: str = "AD",
         reset_num_timesteps: bool = True,
@@ -299,31 +299,22 @@ class AD:
         while self.num_timesteps < end:
             stats = self.train_step()
             self.num_timesteps += 1
-            hook.update_locals(locals())
-            if not hook.on_step():
-                break
+            # Dump before the callback, so the update a callback stops on is still logged.
             if log_interval and self.num_timesteps % log_interval == 0:
                 for key, value in stats.items():
                     self.logger.record(f"ad/{key}", value)
                 self.logger.record("time/updates", self.num_timesteps)
                 self.logger.record("time/updates_per_s", self.num_timesteps / max(time.perf_counter() - start, 1e-9))
                 self.logger.dump(step=self.num_timesteps)
+            hook.update_locals(locals())
+            if not hook.on_step():
+                break
         hook.on_training_end()
         return self
 
     # --- in-context play ----------------------------------------------------------------------
     def _empty_state(self, n: int) -> State:
-        past = self.config.seq_len - 1
-        return (
-            np.zeros((n, past, self.config.obs_dim), np.float32),  # observations of past transitions
-            np.zeros((n, past), np.int64),  # their actions
-            np.zeros((n, past), np.float32),  # their rewards
-            np.zeros((n, past), np.int64),  # their time steps
-            np.zeros((n, past), bool),  # which slots hold a transition (left padding is False)
-            np.zeros((n, self.config.obs_dim), np.float32),  # the observation the last action was taken in
-            np.zeros(n, np.int64),  # its time step
-            np.zeros(n, bool),  # whether there is a last action
-        )
+        return empty_context(n, self.config.seq_len, self.config.obs_dim)
 
     def predict(
         self,
@@ -350,38 +341,20 @@ class AD:
                 f"observation must be a trial observation of width {self.trial_obs_dim} (obs, one-hot previous action, "
                 f"previous reward, previous done), got width {obs.shape[1]}: play AD in a TrialWrapper env"
             )
-        n, d, k = len(obs), self.config.obs_dim, self.config.n_actions
-        current, prev_action = obs[:, :d], obs[:, d : d + k].argmax(1)
-        prev_reward, prev_done = obs[:, d + k], obs[:, d + k + 1] > 0.5
-        ctx = [a.copy() for a in (state if state is not None else self._empty_state(n))]
-        c_obs, c_act, c_rew, c_ts, c_valid, last_obs, last_ts, has_last = ctx
+        n = len(obs)
         starts = np.zeros(n, bool) if episode_start is None else np.asarray(episode_start, bool).reshape(n)
-        append = has_last & ~starts
-        if append.any():
-            for array in (c_obs, c_act, c_rew, c_ts, c_valid):
-                array[append] = np.roll(array[append], -1, axis=1)
-            c_obs[append, -1], c_act[append, -1], c_rew[append, -1] = last_obs[append], prev_action[append], prev_reward[append]
-            c_ts[append, -1], c_valid[append, -1] = last_ts[append], True
-        timestep = np.where(prev_done, 0, last_ts + 1)
-        timestep[~append] = 0
-        c_valid[starts] = False
-        full = (
-            np.concatenate([c_obs, current[:, None]], 1),
-            np.concatenate([c_act, np.zeros((n, 1), np.int64)], 1),
-            np.concatenate([self._reward_index(c_rew), self._reward_index(np.zeros((n, 1), np.float32))], 1),
-            np.concatenate([c_ts, timestep[:, None]], 1),
-            np.concatenate([c_valid, np.ones((n, 1), bool)], 1),
-        )
+        context = state if state is not None else self._empty_state(n)
+        new_state, window = extend_context(obs, context, starts, self.config.obs_dim, self.config.n_actions)
+        window = (*window[:2], self._reward_index(window[2]), *window[3:])
         self.policy.eval()
         with th.no_grad(), self._autocast():
-            tensors = [th.as_tensor(a, device=self.device) for a in full]
+            tensors = [th.as_tensor(a, device=self.device) for a in window]
             logits = self.policy(*tensors)[:, -1].float()
         if deterministic:
             actions = logits.argmax(-1).cpu().numpy()
         else:
             probs = th.softmax(logits, -1).cpu().numpy().astype(np.float64)
             actions = (probs.cumsum(1) > self._predict_rng.random((n, 1)) * probs.sum(1, keepdims=True)).argmax(1)
-        new_state = (c_obs, c_act, c_rew, c_ts, c_valid, current.copy(), timestep, np.ones(n, bool))
         return actions.astype(np.int64), new_state
 
     # --- persistence --------------------------------------------------------------------------
@@ -421,14 +394,15 @@ class AD:
         except (zipfile.BadZipFile, KeyError, ValueError, OSError) as error:
             raise ValueError(f"{path!r} is not a readable AD model ({error})") from error
         if header.get("format_version") != MODEL_FORMAT_VERSION:
-            raise ValueError(f"{path!r} has AD format version {header.get('format_version')!r}, expected {MODEL_FORMAT_VERSION}")
+            version = header.get("format_version")
+            raise ValueError(f"{path!r} has AD format version {version!r}, expected {MODEL_FORMAT_VERSION}")
         hp = header["hyperparameters"]
         config = ADConfig(**header["config"])
         histories = kwargs.pop("histories", None)
+        hp = {**hp, "betas": tuple(hp["betas"])}
         model = cls(
             None, env=env, device=device, dtype=header.get("dtype", "auto"), seed=header.get("seed"),
-            _config=config, _reward_values=header["reward_values"], seq_len=config.seq_len, **{**hp, "betas": tuple(hp["betas"])},
-            **kwargs,
+            _config=config, _reward_values=header["reward_values"], seq_len=config.seq_len, **hp, **kwargs,
         )
         model.policy.load_state_dict(state)
         model.num_timesteps = model._n_updates = int(header.get("num_timesteps", 0))

@@ -55,7 +55,8 @@ class Histories:
         self.rewards = np.asarray(self.rewards, dtype=np.float32)
         self.dones = np.asarray(self.dones, dtype=bool)
         self.timesteps = np.asarray(self.timesteps, dtype=np.int64)
-        self.tasks = np.asarray(self.tasks, dtype=np.float64).reshape(len(self.tasks), -1)
+        tasks = np.asarray(self.tasks, dtype=np.float64)
+        self.tasks = tasks if tasks.ndim == 2 else tasks.reshape(tasks.shape[0], -1)
         self.n_actions = int(self.n_actions)
         self.validate()
 
@@ -90,7 +91,9 @@ class Histories:
         if self.tasks.shape[0] != n:
             raise ValueError(f"tasks must have one row per history ({n}), got {self.tasks.shape[0]}")
         if self.n_actions < 1 or self.actions.min() < 0 or self.actions.max() >= self.n_actions:
-            raise ValueError(f"actions must lie in [0, n_actions={self.n_actions}), got [{self.actions.min()}, {self.actions.max()}]")
+            raise ValueError(
+                f"actions must lie in [0, n_actions={self.n_actions}), got [{self.actions.min()}, {self.actions.max()}]"
+            )
         if self.timesteps.min() < 0:
             raise ValueError("timesteps must be >= 0")
 
@@ -131,7 +134,8 @@ class Histories:
             ends = np.flatnonzero(self.dones[row]) + 1
             starts = np.concatenate([[0], ends[:-1]])
             order = rng.permutation(len(ends))
-            index = np.concatenate([np.arange(starts[i], ends[i]) for i in order] + [np.arange(ends[-1] if len(ends) else 0, self.length)])
+            tail = np.arange(ends[-1] if len(ends) else 0, self.length)
+            index = np.concatenate([np.arange(starts[i], ends[i]) for i in order] + [tail])
             for name, values in arrays.items():
                 values[row] = getattr(self, name)[row][index]
         return Histories(**arrays, tasks=self.tasks, n_actions=self.n_actions, meta={**self.meta, "shuffled": True})
@@ -163,7 +167,9 @@ class Histories:
         :raises FileNotFoundError: for a missing file; ValueError for a corrupted, empty or foreign one
         """
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"history file {os.fspath(path)!r} does not exist: produce it with `python -m sb3_pref.ad`")
+            raise FileNotFoundError(
+                f"history file {os.fspath(path)!r} does not exist: produce it with `python -m sb3_pref.ad`"
+            )
         try:
             with np.load(path, allow_pickle=False) as data:
                 missing = [name for name in ("header", *_ARRAYS) if name not in data.files]
@@ -172,7 +178,9 @@ class Histories:
                 header = json.loads(str(data["header"]))
                 arrays = {name: data[name] for name in _ARRAYS}
         except (zipfile.BadZipFile, EOFError, OSError, KeyError, json.JSONDecodeError) as error:
-            raise ValueError(f"history file {os.fspath(path)!r} is corrupted or not an .npz ({error}); record it again") from error
+            raise ValueError(
+                f"history file {os.fspath(path)!r} is corrupted or not an .npz ({error}); record it again"
+            ) from error
         if header.get("format_version") != HISTORY_FORMAT_VERSION:
             raise ValueError(
                 f"history file {os.fspath(path)!r} has format version {header.get('format_version')!r}, "

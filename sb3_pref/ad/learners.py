@@ -28,7 +28,8 @@ class EmbedExtractor(BaseFeaturesExtractor):
 
     def __init__(self, observation_space: gym.spaces.Box, features_dim: int = 128) -> None:
         super().__init__(observation_space, features_dim)
-        self.net = th.nn.Sequential(th.nn.Flatten(), th.nn.Linear(int(np.prod(observation_space.shape)), features_dim), th.nn.ReLU())
+        n_inputs = int(np.prod(observation_space.shape))
+        self.net = th.nn.Sequential(th.nn.Flatten(), th.nn.Linear(n_inputs, features_dim), th.nn.ReLU())
 
     def forward(self, observations: th.Tensor) -> th.Tensor:
         return self.net(observations)

@@ -66,7 +66,8 @@ class _Block(nn.Module):
         self.qkv = nn.Linear(config.embed_dim, 3 * config.embed_dim)
         self.proj = nn.Linear(config.embed_dim, config.embed_dim)
         self.norm2 = nn.LayerNorm(config.embed_dim)
-        self.ff = nn.Sequential(nn.Linear(config.embed_dim, config.ff_dim), nn.GELU(), nn.Linear(config.ff_dim, config.embed_dim))
+        width, hidden = config.embed_dim, config.ff_dim
+        self.ff = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, width))
         self.dropout = nn.Dropout(config.residual_dropout)
 
     def forward(self, x: th.Tensor, mask: Optional[th.Tensor]) -> th.Tensor:
@@ -95,7 +96,8 @@ class ADTransformer(nn.Module):
         d = config.embed_dim
         self.obs_embed = nn.Linear(config.obs_dim, d)
         self.action_embed = nn.Embedding(config.n_actions, d)
-        self.reward_embed: nn.Module = nn.Embedding(config.n_reward_values, d) if config.n_reward_values > 0 else nn.Linear(1, d)
+        categorical = config.n_reward_values > 0
+        self.reward_embed: nn.Module = nn.Embedding(config.n_reward_values, d) if categorical else nn.Linear(1, d)
         self.time_embed = nn.Embedding(config.max_timestep, d)
         self.kind_embed = nn.Parameter(th.zeros(3, d))
         self.embed_dropout = nn.Dropout(config.embedding_dropout)
@@ -133,7 +135,10 @@ class ADTransformer(nn.Module):
         """
         batch, length = actions.shape
         time = self.time_embed(timesteps.clamp(0, self.config.max_timestep - 1))
-        reward = self.reward_embed(rewards) if self.config.n_reward_values > 0 else self.reward_embed(rewards.unsqueeze(-1).float())
+        if self.config.n_reward_values > 0:
+            reward = self.reward_embed(rewards)
+        else:
+            reward = self.reward_embed(rewards.unsqueeze(-1).float())
         tokens = th.stack(
             [
                 self.obs_embed(observations) + self.kind_embed[0],
