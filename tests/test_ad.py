@@ -235,3 +235,30 @@ def test_seed_preset_and_precision_choice():
     assert resolve_precision(th.device("cpu"), "bfloat16") is True
     with pytest.raises(ValueError, match="dtype"):
         resolve_precision(th.device("cpu"), "float16")
+
+
+def test_ad_in_the_grid_runner_and_report(tmp_path):
+    from sb3_pref.experiments.config import ConfigError, load_config
+    from sb3_pref.experiments.report import write_report
+    from sb3_pref.experiments.runner import run_grid
+
+    tiny = dict(
+        total_timesteps=4, learner="qlearning", learner_steps=120, max_history_steps=120, seq_len=30, embed_dim=16,
+        n_layers=1, n_heads=2, ff_dim=32, batch_size=4, episodes_per_trial=3, eval_trials=4, size=5, episode_length=8,
+        n_test=8,
+    )
+    with pytest.raises(ConfigError, match="learner must be one of"):
+        load_config(dict(algorithms=["ad"], tasks=["darkroom"], seeds=1, hyperparameters={**tiny, "learner": "sac"}))
+    with pytest.raises(ConfigError, match="none of the algorithms"):
+        load_config(dict(algorithms=["ad"], tasks=["walker_walk"], seeds=1))
+    config = load_config(dict(name="ad_tiny", algorithms=["ad"], tasks=["darkroom"], seeds=1, hyperparameters=tiny),
+                         output_dir=str(tmp_path / "grid"))
+    assert config.runs()[0].hyperparameters["terminate_on_goal"] is True  # the seed's variant is the preset
+    assert run_grid(config, workers=1, stream=None).ok
+    run = tmp_path / "grid" / "ad" / "darkroom" / "seed0"
+    assert Histories.load(run / "histories.npz").n_histories == 16  # 24 goals of the 5 x 5 room, 8 held out
+    with open(run / "adaptation.csv") as handle:
+        agents = {line.split(",")[0] for line in handle.read().splitlines()[1:]}
+    assert agents == {"AD", "random (AD room)", "source learners", "search bound"}
+    write_report(str(tmp_path / "grid"), str(tmp_path / "report"))
+    assert (tmp_path / "report" / "adaptation_darkroom.png").exists()
