@@ -23,7 +23,7 @@ from sb3_pref.ad import (
     record_learner,
     resolve_precision,
 )
-from sb3_pref.envs.darkroom import DarkRoom, darkroom_trials
+from sb3_pref.envs.darkroom import DarkRoom, darkroom_trials, split_goals
 
 SMALL = dict(embed_dim=16, n_layers=1, n_heads=2, ff_dim=32, n_updates=5, batch_size=4, seed=0)
 ROOM = dict(size=5, episode_length=6)
@@ -262,3 +262,41 @@ def test_ad_in_the_grid_runner_and_report(tmp_path):
     assert agents == {"AD", "random (AD room)", "source learners", "search bound"}
     write_report(str(tmp_path / "grid"), str(tmp_path / "report"))
     assert (tmp_path / "report" / "adaptation_darkroom.png").exists()
+
+
+def test_evaluate_adaptation_plays_ad_and_rl2_on_the_same_trials():
+    from sb3_pref.rl2 import RL2
+    from sb3_pref.rl2.evaluation import evaluate_adaptation
+
+    room = dict(size=5, episode_length=6, terminate_on_goal=True)
+    goals = [(0, 0), (4, 4)]
+    parts = [record_learner(g, "qlearning", 120, seed=i, env_kwargs=room) for i, g in enumerate(goals)]
+    histories = Histories.concatenate(parts)
+    trials = dict(split="test", n_test=8, episodes_per_trial=3, **room)
+    ad = AD(histories, seq_len=18, **SMALL)
+    rl2 = RL2("MlpGruPolicy", make_vec_env(darkroom_trials, n_envs=2, env_kwargs=trials), n_steps=8, batch_size=16,
+              policy_kwargs=dict(lstm_hidden_size=8), seed=0)
+    results = []
+    for model in (ad, rl2, ad):
+        env = make_vec_env(darkroom_trials, n_envs=3, seed=5, env_kwargs=trials)
+        results.append(evaluate_adaptation(model, env, 6, seed=1))
+    # The same held-out goals (each env's first two trials; rows come in order of completion).
+    assert sorted(results[0].tasks) == sorted(results[1].tasks)
+    assert set(results[0].tasks) <= set(split_goals(0, size=5, n_test=8)[1])
+    assert results[0].returns.shape == results[1].returns.shape == (6, 3)
+    assert np.all(results[0].optimal == 1.0) and np.all(results[1].optimal == 1.0)
+    # AD's sampling has its own generator: a fresh model of the same seed plays the same trials identically.
+    again = AD(histories, seq_len=18, **SMALL)
+    env = make_vec_env(darkroom_trials, n_envs=3, seed=5, env_kwargs=trials)
+    np.testing.assert_array_equal(evaluate_adaptation(again, env, 6, seed=1).returns, results[0].returns)
+
+
+def test_device_argument_and_precision_on_cpu():
+    histories = small_histories(2, 120)
+    model = AD(histories, seq_len=12, device="cpu", dtype="bfloat16", **SMALL)
+    assert model.device.type == "cpu" and model.use_bf16
+    stats = model.learn(2, log_interval=0).train_step()  # bf16 autocast on the CPU still trains in finite numbers
+    assert np.isfinite(stats["loss"]) and next(model.policy.parameters()).dtype == th.float32
+    auto = AD(histories, seq_len=12, device="auto", **SMALL)
+    assert auto.device.type == ("cuda" if th.cuda.is_available() else "cpu")
+    assert auto.use_bf16 == (th.cuda.is_available() and th.cuda.is_bf16_supported())
