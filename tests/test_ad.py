@@ -151,9 +151,10 @@ def test_bad_ad_inputs_fail_before_training():
         model.set_histories(onehot)
 
 
-def test_predict_context_is_the_state_and_padding_changes_nothing():
+@pytest.mark.parametrize("recency_bias", [False, True])
+def test_predict_context_is_the_state_and_padding_changes_nothing(recency_bias):
     histories = small_histories(2, 120)
-    model = AD(histories, seq_len=18, **SMALL)
+    model = AD(histories, seq_len=18, recency_bias=recency_bias, **SMALL)
     env = make_vec_env(darkroom_trials, n_envs=2, seed=0, env_kwargs=dict(split="all", episodes_per_trial=3, **ROOM))
     obs = env.reset()
     state, starts = None, np.ones(2, bool)

@@ -61,6 +61,7 @@ class AD:
     :param ff_dim: feed-forward width
     :param attention_dropout: dropout on attention weights
     :param residual_dropout: dropout on residual branches
+    :param recency_bias: ALiBi distance penalty in attention (off in the seed's preset; see :class:`ADConfig`)
     :param learning_rate: Adam's peak learning rate
     :param min_learning_rate: the end of the cosine decay
     :param n_updates: length of the cosine decay and the default number of updates of ``learn``
@@ -88,6 +89,7 @@ class AD:
         ff_dim: int = 2048,
         attention_dropout: float = 0.5,
         residual_dropout: float = 0.1,
+        recency_bias: bool = False,
         learning_rate: float = 3e-4,
         min_learning_rate: float = 2e-6,
         n_updates: int = 22_000,
@@ -146,6 +148,7 @@ class AD:
                 obs_dim=data.obs_dim, n_actions=data.n_actions, max_timestep=data.max_episode_length,
                 n_reward_values=len(self.reward_values), seq_len=int(seq_len), embed_dim=embed_dim, n_layers=n_layers,
                 n_heads=n_heads, ff_dim=ff_dim, attention_dropout=attention_dropout, residual_dropout=residual_dropout,
+                recency_bias=bool(recency_bias),
             )
             self.histories: Optional[Histories] = data
         else:

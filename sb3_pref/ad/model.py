@@ -36,6 +36,8 @@ class ADConfig:
     :param attention_dropout: dropout on the attention weights
     :param residual_dropout: dropout on each block's residual branches
     :param embedding_dropout: dropout on the summed token embeddings
+    :param recency_bias: add ALiBi's distance penalty to attention (not the seed's: it only uses the
+        env's time step; small models trained briefly need it to bind a reward to its own transition)
     """
 
     obs_dim: int
@@ -50,6 +52,7 @@ class ADConfig:
     attention_dropout: float = 0.5
     residual_dropout: float = 0.1
     embedding_dropout: float = 0.0
+    recency_bias: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,6 +81,7 @@ class _Block(nn.Module):
         if mask is None:
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True)
         else:
+            mask = mask.to(q.dtype) if mask.is_floating_point() else mask  # bf16 autocast: match the queries
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
         x = x + self.dropout(self.proj(y.transpose(1, 2).reshape(batch, length, width)))
         return x + self.dropout(self.ff(self.norm2(x)))
@@ -148,13 +152,28 @@ class ADTransformer(nn.Module):
             dim=2,
         ) + time.unsqueeze(2)
         x = self.embed_dropout(tokens.reshape(batch, 3 * length, -1))
-        mask = None
-        if valid is not None and not bool(valid.all()):
-            keys = valid.repeat_interleave(3, dim=1)
-            causal = th.ones(3 * length, 3 * length, dtype=th.bool, device=x.device).tril()
-            mask = causal & keys[:, None, None, :]
-            # A padding query would see no key at all (NaN rows): let every token see itself.
-            mask = mask | th.eye(3 * length, dtype=th.bool, device=x.device)
+        mask = self._attention_mask(valid, 3 * length, x)
         for block in self.blocks:
             x = block(x, mask)
         return self.head(self.norm(x[:, 0::3]))
+
+    def _attention_mask(self, valid: Optional[th.Tensor], n_tokens: int, x: th.Tensor) -> Optional[th.Tensor]:
+        """None for plain causal attention; else a boolean or additive mask (``(B or 1, H or 1, T, T)``)."""
+        padded = valid is not None and not bool(valid.all())
+        if not padded and not self.config.recency_bias:
+            return None
+        allowed = th.ones(n_tokens, n_tokens, dtype=th.bool, device=x.device).tril()[None, None]
+        if padded:
+            assert valid is not None
+            allowed = allowed & valid.repeat_interleave(3, dim=1)[:, None, None, :]
+            # A padding query would see no key at all (NaN rows): let every token see itself.
+            allowed = allowed | th.eye(n_tokens, dtype=th.bool, device=x.device)
+        if not self.config.recency_bias:
+            return allowed
+        # ALiBi: head h subtracts slope_h x distance, so tokens can tell their own transition from
+        # the same time step of earlier episodes; it depends on distances only, so padding changes nothing.
+        index = th.arange(n_tokens, device=x.device)
+        distance = (index[:, None] - index[None, :]).clamp(min=0).to(x.dtype)
+        slopes = 2.0 ** (-8.0 * th.arange(1, self.config.n_heads + 1, device=x.device, dtype=x.dtype) / self.config.n_heads)
+        bias = -slopes[:, None, None] * distance
+        return bias[None].masked_fill(~allowed, float("-inf"))
