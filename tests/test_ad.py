@@ -301,3 +301,24 @@ def test_device_argument_and_precision_on_cpu():
     auto = AD(histories, seq_len=12, device="auto", **SMALL)
     assert auto.device.type == ("cuda" if th.cuda.is_available() else "cpu")
     assert auto.use_bf16 == (th.cuda.is_available() and th.cuda.is_bf16_supported())
+
+
+def test_seed_darkroom_variant_split_and_bounds():
+    from sb3_pref.ad.evaluation import learner_curve, search_curve
+    from sb3_pref.envs.darkroom import AD_TEST_GOALS, all_goals
+
+    train, test = split_goals(0, n_test=AD_TEST_GOALS)
+    assert (len(train), len(test)) == (57, 23) and not set(train) & set(test) and (4, 4) not in train + test
+    with pytest.raises(ValueError, match="n_test"):
+        split_goals(0, n_test=80)
+    room = DarkRoom(goals=[(3, 4)], terminate_on_goal=True)  # one step left of the centre (4, 4)
+    room.reset(seed=0)
+    _, reward, terminated, truncated, _ = room.step(2)  # left: onto (3, 4)
+    assert (reward, terminated, truncated) == (1.0, True, False) and room.optimal_return((3, 4)) == 1.0
+    assert DarkRoom().optimal_return((3, 4)) == 20.0  # the default variant: 21 - distance
+    # The searcher that sweeps the room finds every goal within a few episodes, then goes straight to it.
+    curve = search_curve(all_goals(5), 6, size=5, episode_length=6, terminate_on_goal=True).returns[0]
+    assert np.all(np.diff(curve) >= 0) and curve[-1] == 1.0 and curve[0] < 0.6
+    histories = small_histories(2, 200)
+    source = learner_curve(histories, 5, optimal=[1.0, 1.0])
+    np.testing.assert_array_equal(source.returns[0], histories.episode_returns()[0][:5])
