@@ -22,7 +22,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(REPO, "docs")
 SKIP_MARKER = re.compile(r"^<!--\s*docs-test:\s*skip\s*\((?P<reason>[^)]*)\)\s*-->\s*$")
 FENCE = re.compile(r"^```(?P<lang>[\w-]*)")
-PUBLIC_PACKAGES = ("sb3_pref", "sb3_pref.envs", "sb3_pref.human", "sb3_pref.experiments", "sb3_pref.rl2")
+PUBLIC_PACKAGES = ("sb3_pref", "sb3_pref.envs", "sb3_pref.human", "sb3_pref.experiments", "sb3_pref.rl2", "sb3_pref.ad")
 
 
 def python_blocks(path: str) -> list[tuple[int, str, str]]:

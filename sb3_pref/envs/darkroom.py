@@ -5,6 +5,12 @@ A ``size x size`` grid (9 x 9 by default), 5 actions (up, down, left, right, no-
 at the centre and gets reward 1 for every step it spends on the goal; episodes last 20 steps. The
 goal is not observed, so a policy can only find it by exploring and remembering, which makes
 DarkRoom the standard small test of in-context adaptation (RL^2, Algorithm Distillation).
+
+Two variants share the class: the default one (reward on every step on the goal, episodes always
+last ``episode_length`` steps), and the Algorithm Distillation variant (``terminate_on_goal=True``:
+the episode ends with reward 1 when the goal is reached), with its 57 / 23 goal split
+(:data:`AD_TEST_GOALS`). :func:`search_returns` gives the return per episode index of a scripted
+searcher for either variant, the reference an in-context learner is compared against.
 """
 
 from collections.abc import Sequence
@@ -18,6 +24,9 @@ from sb3_pref.envs.trial import TrialWrapper
 
 Goal = tuple[int, int]
 ObservationMode = Literal["xy", "onehot"]
+
+#: held-out goals of the Algorithm Distillation split: 57 training goals, 23 test goals of the 80
+AD_TEST_GOALS = 23
 
 # (dx, dy) of up, down, left, right, no-op; y grows upwards.
 _MOVES = np.array([(0, 1), (0, -1), (-1, 0), (1, 0), (0, 0)], dtype=np.int64)
@@ -40,19 +49,26 @@ def all_goals(size: int = 9) -> list[Goal]:
     return [(x, y) for y in range(size) for x in range(size) if (x, y) != (centre, centre)]
 
 
-def split_goals(seed: int, test_fraction: float = 0.2, size: int = 9) -> tuple[list[Goal], list[Goal]]:
+def split_goals(
+    seed: int, test_fraction: float = 0.2, size: int = 9, n_test: Optional[int] = None
+) -> tuple[list[Goal], list[Goal]]:
     """
     Split the goals into train and test sets with a seeded permutation.
 
     :param seed: seed of the permutation; the same seed always gives the same split
     :param test_fraction: share of goals held out for testing (rounded, at least one goal each side)
     :param size: grid side (odd)
+    :param n_test: number of held-out goals; overrides ``test_fraction`` (``AD_TEST_GOALS`` = 23 gives
+        the Algorithm Distillation split of the 9 x 9 room)
     :return: ``(train_goals, test_goals)``, each sorted
     """
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
     goals = all_goals(size)
-    n_test = min(max(round(test_fraction * len(goals)), 1), len(goals) - 1)
+    if n_test is None:
+        n_test = min(max(round(test_fraction * len(goals)), 1), len(goals) - 1)
+    elif isinstance(n_test, bool) or not isinstance(n_test, (int, np.integer)) or not 1 <= n_test < len(goals):
+        raise ValueError(f"n_test must be an int in [1, {len(goals) - 1}] for size {size}, got {n_test!r}")
     order = np.random.default_rng(seed).permutation(len(goals))
     test = sorted(goals[i] for i in order[:n_test])
     train = sorted(goals[i] for i in order[n_test:])
@@ -70,12 +86,15 @@ class DarkRoom(gym.Env):
     training has an untrained embedding (see ``benchmarks/RL2.md``).
 
     ``info["success"]`` is True on the steps the agent is on the goal, so an episode succeeds when it
-    reaches the goal at least once. Episodes end by truncation after ``episode_length`` steps.
+    reaches the goal at least once. Episodes end by truncation after ``episode_length`` steps, or,
+    with ``terminate_on_goal=True`` (the Algorithm Distillation variant), by termination on the
+    step that reaches the goal (return 1 for a success, 0 otherwise).
 
     :param goals: the goals this env draws from; ``None`` means all of :func:`all_goals`
     :param size: grid side (odd)
     :param episode_length: steps per episode
     :param observation: ``"xy"`` (2 scaled coordinates) or ``"onehot"`` (``size * size`` cells)
+    :param terminate_on_goal: end the episode when the goal is reached
     """
 
     metadata = {"render_modes": []}
@@ -86,6 +105,7 @@ class DarkRoom(gym.Env):
         size: int = 9,
         episode_length: int = 20,
         observation: ObservationMode = "xy",
+        terminate_on_goal: bool = False,
     ) -> None:
         super().__init__()
         _check_size(size)
@@ -96,6 +116,7 @@ class DarkRoom(gym.Env):
         self.size = int(size)
         self.episode_length = int(episode_length)
         self.observation = observation
+        self.terminate_on_goal = bool(terminate_on_goal)
         self.centre: Goal = (self.size // 2, self.size // 2)
         self.goals: list[Goal] = [self._check_goal(goal) for goal in (goals if goals is not None else all_goals(size))]
         if not self.goals:
@@ -130,9 +151,12 @@ class DarkRoom(gym.Env):
         """
         Best return of one episode: walk the Manhattan distance ``d`` to the goal, then stay,
         collecting reward on every step from the arrival on: ``episode_length + 1 - d`` (21 - d by default).
+        With ``terminate_on_goal`` it is 1 (the goal is reachable within the episode) or 0.
         """
         x, y = self._check_goal(goal)
         distance = abs(x - self.centre[0]) + abs(y - self.centre[1])
+        if self.terminate_on_goal:
+            return float(distance <= self.episode_length)
         return float(max(self.episode_length + 1 - distance, 0))
 
     def _obs(self) -> np.ndarray:
@@ -154,14 +178,16 @@ class DarkRoom(gym.Env):
         return self._obs(), {}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        """Move (walls stop the agent), reward 1 on the goal, truncate after ``episode_length`` steps."""
+        """Move (walls stop the agent), reward 1 on the goal (ends the episode with ``terminate_on_goal``),
+        truncate after ``episode_length`` steps."""
         if not self.action_space.contains(action):
             raise ValueError(f"action must be an int in [0, {len(_MOVES)}), got {action!r}")
         self._pos = np.clip(self._pos + _MOVES[int(action)], 0, self.size - 1)
         self._steps += 1
         on_goal = (int(self._pos[0]), int(self._pos[1])) == self._goal
-        truncated = self._steps >= self.episode_length
-        return self._obs(), float(on_goal), False, truncated, {"success": on_goal}
+        terminated = on_goal and self.terminate_on_goal
+        truncated = self._steps >= self.episode_length and not terminated
+        return self._obs(), float(on_goal), terminated, truncated, {"success": on_goal}
 
 
 def darkroom_trials(
@@ -171,6 +197,7 @@ def darkroom_trials(
     test_fraction: float = 0.2,
     observation: ObservationMode = "xy",
     seed: Optional[int] = None,
+    n_test: Optional[int] = None,
     **darkroom_kwargs: Any,
 ) -> TrialWrapper:
     """
@@ -182,13 +209,88 @@ def darkroom_trials(
     :param test_fraction: share of held-out goals
     :param observation: see :class:`DarkRoom`
     :param seed: seed of the trial's task generator
-    :param darkroom_kwargs: other :class:`DarkRoom` arguments (``size``, ``episode_length``)
+    :param n_test: number of held-out goals, overriding ``test_fraction`` (see :func:`split_goals`)
+    :param darkroom_kwargs: other :class:`DarkRoom` arguments (``size``, ``episode_length``, ``terminate_on_goal``)
     :return: the wrapped env
     """
     if split not in ("train", "test", "all"):
         raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
     size = darkroom_kwargs.get("size", 9)
-    train, test = split_goals(split_seed, test_fraction, size)
+    train, test = split_goals(split_seed, test_fraction, size, n_test=n_test)
     goals = {"train": train, "test": test, "all": None}[split]
     env = DarkRoom(goals=goals, observation=observation, **darkroom_kwargs)
     return TrialWrapper(env, episodes_per_trial, seed=seed)
+
+
+def plan_search(
+    goals: Sequence[Goal],
+    episodes: int,
+    size: int = 9,
+    episode_length: int = 20,
+    terminate_on_goal: bool = False,
+    beam: int = 300,
+) -> list[tuple[Goal, ...]]:
+    """
+    A scripted searcher's paths: one fixed path per episode, each the beam-search best at covering
+    the goals not covered by the earlier paths (weighted by the return a find earns: the steps left,
+    or 1 with ``terminate_on_goal``). A path that only knows the training goals is what a policy
+    optimal on them does; planned over :func:`all_goals`, it bounds a searcher on any goal.
+
+    :param goals: the goals the paths are planned for
+    :param episodes: number of paths
+    :param size: grid side
+    :param episode_length: steps per path
+    :param terminate_on_goal: the variant, which sets the value of a find
+    :param beam: beam width
+    :return: one tuple of visited cells (after each step) per episode
+    """
+    _check_size(size)
+    centre = (size // 2, size // 2)
+    left, paths = set(goals), []
+    for _ in range(episodes):
+        beams: list[tuple[float, Goal, frozenset, tuple]] = [(0.0, centre, frozenset([centre]), ())]
+        for step in range(1, episode_length + 1):
+            best: dict = {}
+            for score, (x, y), visited, path in beams:
+                for dx, dy in _MOVES[:4]:
+                    cell = (min(max(x + int(dx), 0), size - 1), min(max(y + int(dy), 0), size - 1))
+                    new = cell in left and cell not in visited
+                    gain = (1.0 if terminate_on_goal else episode_length + 1 - step) if new else 0.0
+                    key = (cell, visited | {cell})
+                    if key not in best or best[key][0] < score + gain:
+                        best[key] = (score + gain, cell, key[1], (*path, cell))
+            beams = sorted(best.values(), key=lambda b: (-b[0], -len(b[2])))[:beam]
+        paths.append(beams[0][3])
+        left -= set(beams[0][3])
+    return paths
+
+
+def search_returns(
+    paths: Sequence[tuple[Goal, ...]],
+    goals: Sequence[Goal],
+    size: int = 9,
+    episode_length: int = 20,
+    terminate_on_goal: bool = False,
+) -> np.ndarray:
+    """
+    Mean return per episode index of following ``paths`` until the goal is found, then going
+    straight to it in every later episode: the search-planner reference of an adaptation curve.
+
+    :param paths: from :func:`plan_search`
+    :param goals: the goals to average over (e.g. the held-out goals)
+    :param size: grid side
+    :param episode_length: steps per episode
+    :param terminate_on_goal: the variant
+    :return: ``(len(paths),)`` mean returns
+    """
+    env = DarkRoom(goals=goals, size=size, episode_length=episode_length, terminate_on_goal=terminate_on_goal)
+    returns = np.zeros((len(goals), len(paths)))
+    for row, goal in enumerate(goals):
+        found = False
+        for episode, path in enumerate(paths):
+            if found:
+                returns[row, episode] = env.optimal_return(goal)
+            elif goal in path:
+                returns[row, episode] = 1.0 if terminate_on_goal else episode_length - path.index(goal)
+                found = True
+    return returns.mean(axis=0)

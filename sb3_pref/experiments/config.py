@@ -19,7 +19,7 @@ from functools import cache
 from typing import Any, Optional, Union
 
 from sb3_pref.common.teachers import ScriptedTeacher
-from sb3_pref.experiments.defaults import ALGORITHMS, RL2_KEYS, algorithm_runs_on, default_budgets, task_defaults
+from sb3_pref.experiments.defaults import AD_KEYS, ALGORITHMS, RL2_KEYS, algorithm_runs_on, default_budgets, task_defaults
 from sb3_pref.experiments.flags import TEACHER_FLAGS, args_from_mapping, flag_names, typed_flags
 
 TOP_LEVEL_KEYS = (
@@ -61,6 +61,8 @@ def _bpref_keys() -> frozenset:
 
 def valid_keys(algo: str) -> frozenset:
     """The hyperparameter names ``algo`` takes."""
+    if algo == "ad":
+        return frozenset(AD_KEYS)
     return frozenset(RL2_KEYS) if algo == "rl2" else _bpref_keys()
 
 
@@ -220,6 +222,10 @@ def _typed(algo: str, task: str, settings: dict[str, Any]) -> dict[str, Any]:
             from sb3_pref.experiments.rl2_runs import check_rl2_settings
 
             return check_rl2_settings(task, settings)
+        if algo == "ad":
+            from sb3_pref.experiments.ad_runs import check_ad_settings
+
+            return check_ad_settings(task, settings)
         return typed_flags(settings)
     except (ValueError, ImportError) as error:
         raise ConfigError(f"{algo} on {task}: {error}") from None
@@ -323,7 +329,7 @@ def bpref_args(run: RunSpec) -> argparse.Namespace:
 
 def _validate_run(run: RunSpec) -> None:
     """Check a ppo / prefppo run against each other's flags, as the scripts would (rl2 runs were checked when built)."""
-    if run.algo == "rl2":
+    if run.algo in ("rl2", "ad"):
         return
     try:
         bpref_args(run)

@@ -10,7 +10,7 @@ for ``ppo`` / ``prefppo``, and :data:`RL2_KEYS` for ``rl2``.
 from typing import Any
 
 #: the algorithms a grid can run
-ALGORITHMS = ("ppo", "prefppo", "rl2")
+ALGORITHMS = ("ppo", "prefppo", "rl2", "ad")
 
 # B-Pref's walker_walk settings; every dm_control task starts from these.
 _DMC = dict(
@@ -118,6 +118,24 @@ RL2_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+#: AD settings a config may set (``total_timesteps`` counts gradient updates)
+AD_KEYS = (
+    "total_timesteps", "learner", "learner_steps", "learners_per_goal", "max_history_steps", "seq_len", "embed_dim",
+    "n_layers", "n_heads", "ff_dim", "attention_dropout", "residual_dropout", "lr", "min_lr", "batch_size",
+    "episodes_per_trial", "eval_trials", "size", "episode_length", "n_test", "terminate_on_goal", "observation",
+    "deterministic_eval",
+)
+#: the seed's DarkRoom setting (A2C learners, 2.5M steps each, the 4-layer model, 22k updates)
+AD_PRESETS: dict[str, dict[str, Any]] = {
+    "darkroom": dict(
+        total_timesteps=22_000, learner="a2c", learner_steps=2_500_000, learners_per_goal=1, max_history_steps=800_000,
+        seq_len=256, embed_dim=64, n_layers=4, n_heads=4, ff_dim=2048, attention_dropout=0.5, residual_dropout=0.1,
+        lr=3e-4, min_lr=2e-6, batch_size=32, episodes_per_trial=20, eval_trials=92, size=9, episode_length=20, n_test=23,
+        terminate_on_goal=True, observation="xy", deterministic_eval=False,
+    ),
+}
+
+
 def metaworld_task(name: str) -> str:
     """``metaworld_button-press-topdown-v2`` / ``button-press-topdown-v3`` -> ``button-press-topdown``."""
     for prefix in ("metaworld_", "Meta-World/", "metaworld/"):
@@ -144,6 +162,8 @@ def task_family(task: str) -> str:
 def algorithm_runs_on(algo: str, task: str) -> bool:
     """Whether ``algo`` takes ``task``: rl2 runs on trial tasks, ppo and prefppo on dm_control / Meta-World."""
     trial_task = task_family(task) in RL2_PRESETS
+    if algo == "ad":
+        return task_family(task) in AD_PRESETS
     return trial_task if algo == "rl2" else not trial_task
 
 
@@ -168,6 +188,8 @@ def task_defaults(algo: str, task: str) -> dict[str, Any]:
     family = task_family(task)
     if algo == "rl2":
         return {**_RL2_COMMON, **RL2_PRESETS[family]}
+    if algo == "ad":
+        return dict(AD_PRESETS[family])
     entry = _bpref_entry(task)
     base = _METAWORLD if family == "metaworld" else _DMC
     return {**base, **entry.get("all", {}), **entry.get(algo, {})}

@@ -139,7 +139,7 @@ def plot_adaptation(curves: dict[str, dict[str, tuple[np.ndarray, np.ndarray, np
         axes.set_xlabel("episode in a held-out trial")
         axes.set_ylabel("return")
         axes.set_xticks(np.arange(max(len(m) for m, _, _ in agents.values())))
-        axes.set_title(f"RL2 on {task}\nmean and 95% bootstrap CI over seeds")
+        axes.set_title(f"In-context adaptation on {task}\nmean and 95% bootstrap CI over seeds")
         _legend(axes)
         name = f"adaptation_{_slug(task)}.png"
         figure.tight_layout()
@@ -262,7 +262,7 @@ def write_report(
         "adaptation": [],
     }
     adaptation_note, adaptation_lines = "", []
-    if any(run.spec.algo == "rl2" for run in runs):
+    if any(run.spec.algo in ("rl2", "ad") for run in runs):
         try:
             import sb3_pref.rl2  # noqa: F401
 
@@ -272,7 +272,7 @@ def write_report(
         except ImportError as error:
             adaptation_note = f"RL2 adaptation skipped: sb3_pref.rl2 does not import here ({error})."
     write_scores_csv(runs, os.path.join(out_dir, "scores.csv"), metaworld_metric)
-    tasks = sorted({run.spec.task for run in runs if run.spec.algo != "rl2"})
+    tasks = sorted({run.spec.task for run in runs if run.spec.algo not in ("rl2", "ad")})
     text = markdown_report(
         grid=read_json(os.path.join(run_dir, "grid.json")) or {},
         runs=runs,

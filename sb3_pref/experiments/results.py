@@ -36,7 +36,9 @@ class RunResult:
     @property
     def variant(self) -> str:
         """What a curve's line is named: the teacher for PrefPPO, the algorithm otherwise."""
-        return self.spec.teacher if self.spec.algo == "prefppo" else {"ppo": "PPO (true reward)", "rl2": "RL2"}[self.spec.algo]
+        if self.spec.algo == "prefppo":
+            return self.spec.teacher
+        return {"ppo": "PPO (true reward)", "rl2": "RL2", "ad": "AD"}[self.spec.algo]
 
     @property
     def budget(self) -> str:
@@ -167,7 +169,7 @@ def score_table(
     skipped: dict[str, str] = {}
     raw: dict[tuple[str, str], dict[str, np.ndarray]] = defaultdict(dict)
     for (task, budget, algo, variant), group in group_runs(runs).items():
-        if algo == "rl2":
+        if algo in ("rl2", "ad"):
             continue
         key = score_key(task, metaworld_metric)
         raw[(variant, budget)][task] = np.array([final_score(run.columns, key, fraction) for run in group])
@@ -228,7 +230,7 @@ def adaptation_curves(runs: list[RunResult], seed: int = 0) -> dict[str, dict[st
     """
     per_task: dict[str, dict[str, list[np.ndarray]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
-        if run.spec.algo != "rl2":
+        if run.spec.algo not in ("rl2", "ad"):
             continue
         curves = read_adaptation(run.run_dir)
         for agent, curve in (curves or {}).items():

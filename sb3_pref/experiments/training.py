@@ -114,6 +114,10 @@ def _kind(spec: RunSpec) -> tuple[Any, Any]:
         from sb3_pref.experiments.rl2_runs import build_rl2, finish_rl2
 
         return build_rl2, finish_rl2
+    if spec.algo == "ad":
+        from sb3_pref.experiments.ad_runs import build_ad, finish_ad
+
+        return build_ad, finish_ad
     return _build_bpref, _finish_bpref
 
 

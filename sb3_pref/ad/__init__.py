@@ -1,0 +1,24 @@
+"""Algorithm Distillation: learning histories of single-task learners, distilled into a causal transformer."""
+
+from sb3_pref.ad.ad import AD, resolve_precision
+from sb3_pref.ad.collect import collect_histories, record_learner
+from sb3_pref.ad.histories import HISTORY_FORMAT_VERSION, Histories, HistoryRecorder, RecordHistoryCallback
+from sb3_pref.ad.learners import A2C_SEED_SETTINGS, NoisyExpert, QLearning, make_a2c_learner
+from sb3_pref.ad.model import ADConfig, ADTransformer
+
+__all__ = [
+    "A2C_SEED_SETTINGS",
+    "AD",
+    "HISTORY_FORMAT_VERSION",
+    "ADConfig",
+    "ADTransformer",
+    "Histories",
+    "HistoryRecorder",
+    "NoisyExpert",
+    "QLearning",
+    "RecordHistoryCallback",
+    "collect_histories",
+    "make_a2c_learner",
+    "record_learner",
+    "resolve_precision",
+]

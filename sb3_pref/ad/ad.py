@@ -1,0 +1,423 @@
+"""
+``AD``: Algorithm Distillation (Laskin et al. 2022) with Stable-Baselines3's shape.
+
+``AD(histories).learn()`` trains :class:`~sb3_pref.ad.model.ADTransformer` to predict the source
+learners' actions from windows of their learning histories. ``predict(obs, state, episode_start)``
+then plays in context with frozen weights: the context (the transitions so far) is the recurrent
+``state``, reset only at ``episode_start``, exactly like an RL2 model's hidden state. Observations
+are those of a :class:`~sb3_pref.envs.trial.TrialWrapper` (``[obs, previous action, previous reward,
+previous done]``), so ``evaluate_adaptation`` plays AD and RL2 on the same held-out trials.
+"""
+
+import contextlib
+import io
+import json
+import os
+import time
+import zipfile
+from collections.abc import Sequence
+from typing import Any, Optional, Union
+
+import numpy as np
+import torch as th
+import torch.nn.functional as F
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList, ConvertCallback, ProgressBarCallback
+from stable_baselines3.common.logger import Logger
+from stable_baselines3.common.utils import configure_logger, get_device, set_random_seed
+from stable_baselines3.common.vec_env import VecEnv
+
+from sb3_pref.ad.context import State, empty_context, extend_context
+from sb3_pref.ad.histories import Histories
+from sb3_pref.ad.model import ADConfig, ADTransformer
+
+MODEL_FORMAT_VERSION = 1
+
+
+def resolve_precision(device: th.device, dtype: str = "auto") -> bool:
+    """
+    Whether to train in bfloat16 autocast. ``"auto"`` uses it only on a CUDA device that reports
+    bf16 support (``torch.cuda.is_bf16_supported()``, Ampere and later): on CPUs without AMX or
+    AVX512-BF16, bf16 matmuls are emulated and slower than float32, and PyTorch has no portable
+    query for those instructions, so CPU training stays float32 unless ``dtype="bfloat16"``.
+
+    :param device: the training device
+    :param dtype: ``"auto"``, ``"float32"`` or ``"bfloat16"``
+    """
+    if dtype not in ("auto", "float32", "bfloat16"):
+        raise ValueError(f"dtype must be 'auto', 'float32' or 'bfloat16', got {dtype!r}")
+    if dtype == "auto":
+        return device.type == "cuda" and th.cuda.is_bf16_supported()
+    return dtype == "bfloat16"
+
+
+class AD:
+    """
+    :param histories: a :class:`Histories`, a path to one, or a list of them (same spaces)
+    :param env: a trial env (VecEnv) for evaluation and callbacks; optional, checked against the histories
+    :param seq_len: transitions per context window (3 tokens each)
+    :param embed_dim: token width
+    :param n_layers: transformer blocks
+    :param n_heads: attention heads
+    :param ff_dim: feed-forward width
+    :param attention_dropout: dropout on attention weights
+    :param residual_dropout: dropout on residual branches
+    :param recency_bias: ALiBi distance penalty in attention (off in the seed's preset; see :class:`ADConfig`)
+    :param learning_rate: Adam's peak learning rate
+    :param min_learning_rate: the end of the cosine decay
+    :param n_updates: length of the cosine decay and the default number of updates of ``learn``
+    :param batch_size: windows per update
+    :param betas: Adam's betas
+    :param max_grad_norm: gradient clipping
+    :param max_history_steps: keep only the first transitions of each history (None: all)
+    :param reward_categories: ``"auto"`` (categories when the histories hold at most 16 reward values),
+        True or False
+    :param dtype: ``"auto"``, ``"float32"`` or ``"bfloat16"`` (see :func:`resolve_precision`)
+    :param device: ``"auto"``, ``"cpu"``, ``"cuda"``...
+    :param seed: seed of the initial weights, the window sampler, dropout and ``predict``'s sampling
+    :param verbose: 1 prints the log table
+    :param tensorboard_log: TensorBoard folder (None: none)
+    """
+
+    def __init__(
+        self,
+        histories: Union[Histories, str, os.PathLike, Sequence[Union[Histories, str]], None],
+        env: Optional[VecEnv] = None,
+        seq_len: int = 256,
+        embed_dim: int = 64,
+        n_layers: int = 4,
+        n_heads: int = 4,
+        ff_dim: int = 2048,
+        attention_dropout: float = 0.5,
+        residual_dropout: float = 0.1,
+        recency_bias: bool = False,
+        learning_rate: float = 3e-4,
+        min_learning_rate: float = 2e-6,
+        n_updates: int = 22_000,
+        batch_size: int = 32,
+        betas: tuple[float, float] = (0.9, 0.99),
+        max_grad_norm: float = 1.0,
+        max_history_steps: Optional[int] = 800_000,
+        reward_categories: Union[str, bool] = "auto",
+        dtype: str = "auto",
+        device: Union[th.device, str] = "auto",
+        seed: Optional[int] = None,
+        verbose: int = 0,
+        tensorboard_log: Optional[str] = None,
+        _config: Optional[ADConfig] = None,
+        _reward_values: Optional[list[float]] = None,
+    ) -> None:
+        for name, value in (("seq_len", seq_len), ("n_updates", n_updates), ("batch_size", batch_size)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if not 0 < min_learning_rate <= learning_rate:
+            raise ValueError(f"need 0 < min_learning_rate <= learning_rate, got {min_learning_rate!r}, {learning_rate!r}")
+        self.device = get_device(device)
+        self.use_bf16 = resolve_precision(self.device, dtype)
+        self.dtype = dtype
+        self.hyperparameters = dict(
+            learning_rate=learning_rate, min_learning_rate=min_learning_rate, n_updates=int(n_updates),
+            batch_size=int(batch_size), betas=tuple(betas), max_grad_norm=max_grad_norm, max_history_steps=max_history_steps,
+        )
+        self.seed, self.verbose, self.tensorboard_log = seed, verbose, tensorboard_log
+        self.num_timesteps = 0
+        self._n_updates = 0
+        self.env: Optional[VecEnv] = None
+        self._logger: Optional[Logger] = None
+        self._custom_logger = False
+        self._predict_rng = np.random.default_rng(seed)
+        if seed is not None:
+            set_random_seed(seed, using_cuda=self.device.type == "cuda")
+
+        if _config is None:
+            if histories is None:
+                raise ValueError("histories must be given (a Histories, a path or a list of them): AD learns from them")
+            data = _as_histories(histories)
+            if max_history_steps is not None:
+                data = data.truncated(int(max_history_steps))
+            if seq_len < data.max_episode_length:
+                raise ValueError(
+                    f"seq_len={seq_len} transitions is shorter than one episode of the histories "
+                    f"({data.max_episode_length} steps): the context must span several episodes (the seed uses 256)"
+                )
+            if seq_len > data.length:
+                raise ValueError(f"seq_len={seq_len} exceeds the history length {data.length}: record longer histories")
+            values = np.unique(data.rewards)
+            categorical = len(values) <= 16 if reward_categories == "auto" else bool(reward_categories)
+            self.reward_values = [float(v) for v in values] if categorical else []
+            _config = ADConfig(
+                obs_dim=data.obs_dim, n_actions=data.n_actions, max_timestep=data.max_episode_length,
+                n_reward_values=len(self.reward_values), seq_len=int(seq_len), embed_dim=embed_dim, n_layers=n_layers,
+                n_heads=n_heads, ff_dim=ff_dim, attention_dropout=attention_dropout, residual_dropout=residual_dropout,
+                recency_bias=bool(recency_bias),
+            )
+            self.histories: Optional[Histories] = data
+        else:
+            self.reward_values = list(_reward_values or [])
+            self.histories = None
+        self.config = _config
+        self.policy = ADTransformer(_config).to(self.device)
+        self.optimizer = th.optim.Adam(self.policy.parameters(), lr=learning_rate, betas=tuple(betas))
+        if env is not None:
+            self.set_env(env)
+        self._data: Optional[dict[str, th.Tensor]] = None
+
+    # --- SB3-shaped accessors -------------------------------------------------------------
+    @property
+    def logger(self) -> Logger:
+        if self._logger is None:
+            self._logger = configure_logger(self.verbose, self.tensorboard_log, "AD", True)
+        return self._logger
+
+    def set_logger(self, logger: Logger) -> None:
+        """Use this logger in ``learn`` (as in SB3, instead of configuring one)."""
+        self._logger = logger
+        self._custom_logger = True
+
+    def get_env(self) -> Optional[VecEnv]:
+        return self.env
+
+    @property
+    def trial_obs_dim(self) -> int:
+        """Width of a trial observation: obs, one-hot previous action, previous reward, previous done."""
+        return self.config.obs_dim + self.config.n_actions + 2
+
+    def set_env(self, env: VecEnv) -> None:
+        """:raises ValueError: when the env's spaces do not match the histories'"""
+        shape = getattr(env.observation_space, "shape", None)
+        n_actions = getattr(env.action_space, "n", None)
+        if shape != (self.trial_obs_dim,) or n_actions != self.config.n_actions:
+            raise ValueError(
+                f"env of mismatched spaces: AD expects trial observations of width {self.trial_obs_dim} "
+                f"(obs {self.config.obs_dim} + {self.config.n_actions} actions + 2) and {self.config.n_actions} actions, "
+                f"got {env.observation_space} and {env.action_space}; wrap the histories' env in a TrialWrapper"
+            )
+        self.env = env
+
+    # --- training ------------------------------------------------------------------------------
+    def _reward_index(self, rewards: np.ndarray) -> np.ndarray:
+        if not self.reward_values:
+            return rewards.astype(np.float32)
+        values = np.asarray(self.reward_values)
+        return np.abs(np.asarray(rewards, dtype=np.float64)[..., None] - values).argmin(-1)
+
+    def _prepare_data(self) -> dict[str, th.Tensor]:
+        if self._data is None:
+            if self.histories is None:
+                raise ValueError("this AD was loaded without histories: pass them with set_histories() before learn()")
+            h = self.histories
+            self._data = dict(
+                observations=th.as_tensor(h.observations, device=self.device),
+                actions=th.as_tensor(h.actions, device=self.device),
+                rewards=th.as_tensor(self._reward_index(h.rewards), device=self.device),
+                timesteps=th.as_tensor(h.timesteps, device=self.device),
+            )
+            self._sampler = th.Generator(device="cpu")
+            self._sampler.manual_seed(self.seed if self.seed is not None else int(np.random.SeedSequence().entropy % 2**63))
+        return self._data
+
+    def set_histories(self, histories: Union[Histories, str, os.PathLike]) -> None:
+        """Give a loaded model histories to train on; they must match its spaces."""
+        data = _as_histories(histories)
+        if (data.obs_dim, data.n_actions) != (self.config.obs_dim, self.config.n_actions):
+            raise ValueError(
+                f"histories of mismatched spaces: model has obs_dim {self.config.obs_dim}, n_actions {self.config.n_actions}; "
+                f"histories have {data.obs_dim}, {data.n_actions}"
+            )
+        self.histories, self._data = data, None
+
+    def _batch(self) -> tuple[th.Tensor, ...]:
+        data = self._prepare_data()
+        n, length = data["actions"].shape
+        size, window = self.hyperparameters["batch_size"], self.config.seq_len
+        rows = th.randint(n, (size,), generator=self._sampler).to(self.device)
+        starts = th.randint(length - window + 1, (size,), generator=self._sampler).to(self.device)
+        cols = starts[:, None] + th.arange(window, device=self.device)
+        return tuple(data[key][rows[:, None], cols] for key in ("observations", "actions", "rewards", "timesteps"))
+
+    def _learning_rate(self, update: int) -> float:
+        hp = self.hyperparameters
+        progress = min(update / hp["n_updates"], 1.0)
+        return hp["min_learning_rate"] + 0.5 * (hp["learning_rate"] - hp["min_learning_rate"]) * (1 + np.cos(np.pi * progress))
+
+    def _autocast(self) -> Any:
+        if not self.use_bf16:
+            return contextlib.nullcontext()
+        return th.autocast(device_type=self.device.type, dtype=th.bfloat16)
+
+    def train_step(self) -> dict[str, float]:
+        """One gradient update on a fresh batch of windows; :return: loss, accuracy, grad norm, lr"""
+        self.policy.train()
+        obs, actions, rewards, timesteps = self._batch()
+        lr = self._learning_rate(self._n_updates)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        with self._autocast():
+            logits = self.policy(obs, actions, rewards, timesteps)
+        loss = F.cross_entropy(logits.float().reshape(-1, self.config.n_actions), actions.reshape(-1))
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.hyperparameters["max_grad_norm"])
+        self.optimizer.step()
+        self._n_updates += 1
+        accuracy = (logits.argmax(-1) == actions).float().mean()
+        return dict(loss=loss.item(), accuracy=accuracy.item(), grad_norm=grad_norm.item(), learning_rate=lr)
+
+    def learn(
+        self,
+        total_timesteps: Optional[int] = None,
+        callback: Union[BaseCallback, list[BaseCallback], None] = None,
+        log_interval: int = 100,
+        tb_log_name: str = "AD",
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ) -> "AD":
+        """
+        Train on the histories. Offline: a "timestep" here is one gradient update on a batch of
+        windows, so callbacks' ``num_timesteps`` and the logger's x-axis count updates.
+
+        :param total_timesteps: updates to run (None: ``n_updates``, the schedule length)
+        :param callback: SB3 callback(s), called after every update
+        :param log_interval: updates between dumps of the ``ad/`` keys
+        :param tb_log_name: TensorBoard run name
+        :param reset_num_timesteps: restart the update count (and the learning-rate schedule)
+        :param progress_bar: show SB3's progress bar
+        """
+        total = self.hyperparameters["n_updates"] if total_timesteps is None else int(total_timesteps)
+        if total < 1:
+            raise ValueError(f"total_timesteps must be >= 1, got {total_timesteps!r}")
+        self._prepare_data()
+        if reset_num_timesteps:
+            self.num_timesteps = self._n_updates = 0
+        if not self._custom_logger:
+            self._logger = configure_logger(self.verbose, self.tensorboard_log, tb_log_name, reset_num_timesteps)
+        callbacks = callback if isinstance(callback, list) else [callback] if callback is not None else []
+        callbacks = [c if isinstance(c, BaseCallback) else ConvertCallback(c) for c in callbacks]
+        if progress_bar:
+            callbacks.append(ProgressBarCallback())
+        hook = CallbackList(callbacks)
+        hook.init_callback(self)  # type: ignore[arg-type]
+        self._total_timesteps = self.num_timesteps + total
+        hook.on_training_start(locals(), globals())
+        start, end = time.perf_counter(), self.num_timesteps + total
+        while self.num_timesteps < end:
+            stats = self.train_step()
+            self.num_timesteps += 1
+            # Dump before the callback, so the update a callback stops on is still logged.
+            if log_interval and self.num_timesteps % log_interval == 0:
+                for key, value in stats.items():
+                    self.logger.record(f"ad/{key}", value)
+                self.logger.record("time/updates", self.num_timesteps)
+                self.logger.record("time/updates_per_s", self.num_timesteps / max(time.perf_counter() - start, 1e-9))
+                self.logger.dump(step=self.num_timesteps)
+            hook.update_locals(locals())
+            if not hook.on_step():
+                break
+        hook.on_training_end()
+        return self
+
+    # --- in-context play ----------------------------------------------------------------------
+    def _empty_state(self, n: int) -> State:
+        return empty_context(n, self.config.seq_len, self.config.obs_dim)
+
+    def predict(
+        self,
+        observation: np.ndarray,
+        state: Optional[State] = None,
+        episode_start: Optional[np.ndarray] = None,
+        deterministic: bool = False,
+    ) -> tuple[np.ndarray, State]:
+        """
+        One action per env from the context so far. Each call appends the previous transition (the
+        last observation, and the action, reward and done that the trial observation reports) to
+        the context; ``episode_start`` (a trial start) empties it.
+
+        :param observation: ``(n_envs, obs_dim + n_actions + 2)`` trial observations
+        :param state: the context returned by the previous call (None: empty)
+        :param episode_start: ``(n_envs,)`` True where a new trial starts
+        :param deterministic: take the most likely action instead of sampling
+        :return: actions ``(n_envs,)`` and the new context
+        """
+        obs = np.asarray(observation, dtype=np.float32)
+        obs = obs.reshape(1, -1) if obs.ndim == 1 else obs
+        if obs.shape[1] != self.trial_obs_dim:
+            raise ValueError(
+                f"observation must be a trial observation of width {self.trial_obs_dim} (obs, one-hot previous action, "
+                f"previous reward, previous done), got width {obs.shape[1]}: play AD in a TrialWrapper env"
+            )
+        n = len(obs)
+        starts = np.zeros(n, bool) if episode_start is None else np.asarray(episode_start, bool).reshape(n)
+        context = state if state is not None else self._empty_state(n)
+        new_state, window = extend_context(obs, context, starts, self.config.obs_dim, self.config.n_actions)
+        window = (*window[:2], self._reward_index(window[2]), *window[3:])
+        self.policy.eval()
+        with th.no_grad(), self._autocast():
+            tensors = [th.as_tensor(a, device=self.device) for a in window]
+            logits = self.policy(*tensors)[:, -1].float()
+        if deterministic:
+            actions = logits.argmax(-1).cpu().numpy()
+        else:
+            probs = th.softmax(logits, -1).cpu().numpy().astype(np.float64)
+            actions = (probs.cumsum(1) > self._predict_rng.random((n, 1)) * probs.sum(1, keepdims=True)).argmax(1)
+        return actions.astype(np.int64), new_state
+
+    # --- persistence --------------------------------------------------------------------------
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        """A zip of ``config.json`` and ``weights.npz`` (plain arrays): no pickle anywhere."""
+        header = dict(
+            format_version=MODEL_FORMAT_VERSION, config=self.config.to_dict(), reward_values=self.reward_values,
+            hyperparameters={**self.hyperparameters, "betas": list(self.hyperparameters["betas"])},
+            num_timesteps=self.num_timesteps, dtype=self.dtype, seed=self.seed,
+        )
+        weights = io.BytesIO()
+        np.savez(weights, **{k: v.detach().float().cpu().numpy() for k, v in self.policy.state_dict().items()})
+        path = os.fspath(path)
+        path = path if path.endswith(".zip") else f"{path}.zip"
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("config.json", json.dumps(header))
+            archive.writestr("weights.npz", weights.getvalue())
+
+    @classmethod
+    def load(
+        cls, path: Union[str, os.PathLike], env: Optional[VecEnv] = None, device: Union[th.device, str] = "auto", **kwargs: Any
+    ) -> "AD":
+        """
+        :param path: a file written by :meth:`save`
+        :param env: a trial env to attach (checked)
+        :param device: where to put the model
+        :param kwargs: ``histories`` to continue training on, ``verbose``, ``tensorboard_log``
+        """
+        path = os.fspath(path)
+        if not os.path.isfile(path) and os.path.isfile(f"{path}.zip"):
+            path = f"{path}.zip"
+        try:
+            with zipfile.ZipFile(path) as archive:
+                header = json.loads(archive.read("config.json"))
+                with np.load(io.BytesIO(archive.read("weights.npz")), allow_pickle=False) as weights:
+                    state = {k: th.as_tensor(weights[k]) for k in weights.files}
+        except (zipfile.BadZipFile, KeyError, ValueError, OSError) as error:
+            raise ValueError(f"{path!r} is not a readable AD model ({error})") from error
+        if header.get("format_version") != MODEL_FORMAT_VERSION:
+            version = header.get("format_version")
+            raise ValueError(f"{path!r} has AD format version {version!r}, expected {MODEL_FORMAT_VERSION}")
+        hp = header["hyperparameters"]
+        config = ADConfig(**header["config"])
+        histories = kwargs.pop("histories", None)
+        hp = {**hp, "betas": tuple(hp["betas"])}
+        model = cls(
+            None, env=env, device=device, dtype=header.get("dtype", "auto"), seed=header.get("seed"),
+            _config=config, _reward_values=header["reward_values"], seq_len=config.seq_len, **hp, **kwargs,
+        )
+        model.policy.load_state_dict(state)
+        model.num_timesteps = model._n_updates = int(header.get("num_timesteps", 0))
+        if histories is not None:
+            model.set_histories(histories)
+        return model
+
+
+def _as_histories(histories: Union[Histories, str, os.PathLike, Sequence[Union[Histories, str]]]) -> Histories:
+    if isinstance(histories, Histories):
+        return histories
+    if isinstance(histories, (str, os.PathLike)):
+        return Histories.load(histories)
+    parts = [h if isinstance(h, Histories) else Histories.load(h) for h in histories]
+    return Histories.concatenate(parts)

@@ -1,0 +1,171 @@
+"""
+Source learners whose learning histories Algorithm Distillation distils.
+
+- :func:`make_a2c_learner`: SB3's ``A2C`` with the seed's A3C settings (the faithful default);
+- :class:`QLearning`: tabular Q-learning with optimistic values, a cheap real learner for tests and
+  quick runs (thousands of steps per second, no network);
+- :class:`NoisyExpert`: DarkRoom's shortest path taken with probability ``1 - epsilon``, ``epsilon``
+  annealed from 1 to 0 (the follow-up work's cheap way to make improving histories).
+
+Any other SB3 algorithm (``PPO``, ``PPO_REWARD``...) is recorded by passing
+:class:`~sb3_pref.ad.histories.RecordHistoryCallback` to its ``learn``.
+"""
+
+from typing import Any, Optional
+
+import gymnasium as gym
+import numpy as np
+import torch as th
+from stable_baselines3 import A2C
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.common.vec_env import VecEnv
+
+from sb3_pref.ad.histories import HistoryRecorder
+
+
+class EmbedExtractor(BaseFeaturesExtractor):
+    """One shared ``Linear + ReLU`` embedding for actor and critic (the seed's A3C body), heads on top."""
+
+    def __init__(self, observation_space: gym.spaces.Box, features_dim: int = 128) -> None:
+        super().__init__(observation_space, features_dim)
+        n_inputs = int(np.prod(observation_space.shape))
+        self.net = th.nn.Sequential(th.nn.Flatten(), th.nn.Linear(n_inputs, features_dim), th.nn.ReLU())
+
+    def forward(self, observations: th.Tensor) -> th.Tensor:
+        return self.net(observations)
+
+
+#: the seed's A3C settings, as SB3 ``A2C`` arguments (10 envs x 10 steps, n-step returns)
+A2C_SEED_SETTINGS: dict[str, Any] = dict(
+    learning_rate=1e-4,
+    n_steps=10,
+    gamma=0.99,
+    gae_lambda=1.0,  # returns over the whole 10-step rollout, as the seed's "longest n-step" estimate
+    ent_coef=0.01,
+    vf_coef=0.99,
+    max_grad_norm=0.5,
+    use_rms_prop=False,
+    policy_kwargs=dict(
+        features_extractor_class=EmbedExtractor,
+        features_extractor_kwargs=dict(features_dim=128),
+        net_arch=[],
+        optimizer_class=th.optim.Adam,
+        optimizer_kwargs=dict(betas=(0.9, 0.999), eps=1e-6),
+    ),
+)
+
+
+def make_a2c_learner(env: VecEnv, seed: Optional[int] = None, **overrides: Any) -> A2C:
+    """
+    SB3 ``A2C`` with :data:`A2C_SEED_SETTINGS` (A2C's RMSprop replaced by Adam, eps 1e-6).
+
+    :param env: the learner's VecEnv (the seed uses 10 envs)
+    :param seed: the learner's seed
+    :param overrides: any other ``A2C`` argument
+    """
+    settings = {**A2C_SEED_SETTINGS, **overrides}
+    return A2C("MlpPolicy", env, seed=seed, device="cpu", **settings)
+
+
+class QLearning:
+    """
+    Tabular Q-learning over the env's observations (each distinct observation is a state), with
+    optimistic initial values and epsilon-greedy actions, on a single gymnasium env. Optimism makes
+    it search untried actions first, so its histories show search, then a found goal, then exploitation.
+
+    :param env: a single env with a Discrete action space and finitely many observations
+    :param learning_rate: step size of the update
+    :param gamma: discount
+    :param initial_value: optimistic initial Q-value
+    :param epsilon: probability of a random action
+    :param seed: seed of the learner's generator and of the env
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        learning_rate: float = 0.5,
+        gamma: float = 0.9,
+        initial_value: float = 1.0,
+        epsilon: float = 0.05,
+        seed: Optional[int] = None,
+    ) -> None:
+        if not isinstance(env.action_space, gym.spaces.Discrete):
+            raise ValueError(f"QLearning needs a Discrete action space, got {env.action_space}")
+        self.env = env
+        self.n_actions = int(env.action_space.n)
+        self.learning_rate, self.gamma, self.initial_value, self.epsilon = learning_rate, gamma, initial_value, epsilon
+        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+        self.q: dict[bytes, np.ndarray] = {}
+
+    def _values(self, obs: np.ndarray) -> np.ndarray:
+        key = np.asarray(obs, dtype=np.float32).tobytes()
+        if key not in self.q:
+            self.q[key] = np.full(self.n_actions, self.initial_value)
+        return self.q[key]
+
+    def _act(self, values: np.ndarray) -> int:
+        if self.rng.random() < self.epsilon:
+            return int(self.rng.integers(self.n_actions))
+        best = np.flatnonzero(values == values.max())
+        return int(best[self.rng.integers(len(best))])  # random tie-break: no fixed sweep order
+
+    def learn(self, total_timesteps: int, recorder: Optional[HistoryRecorder] = None) -> "QLearning":
+        """Train for ``total_timesteps`` steps, recording every step into ``recorder``."""
+        obs, _ = self.env.reset(seed=self.seed)
+        for _ in range(int(total_timesteps)):
+            values = self._values(obs)
+            action = self._act(values)
+            next_obs, reward, terminated, truncated, _ = self.env.step(action)
+            target = float(reward) + (0.0 if terminated else self.gamma * self._values(next_obs).max())
+            values[action] += self.learning_rate * (target - values[action])
+            if recorder is not None:
+                recorder.add(obs[None], np.array([action]), np.array([reward]), np.array([terminated or truncated]))
+                if recorder.full:
+                    break
+            obs = next_obs if not (terminated or truncated) else self.env.reset()[0]
+        return self
+
+
+class NoisyExpert:
+    """
+    DarkRoom's shortest path to the goal with probability ``1 - epsilon``, a random action otherwise;
+    ``epsilon`` falls linearly from 1 to 0 over the first ``anneal_fraction`` of the steps.
+
+    :param env: a single ``DarkRoom`` (possibly wrapped); the expert reads its goal
+    :param anneal_fraction: share of the steps over which epsilon reaches 0
+    :param seed: seed of the generator and of the env
+    """
+
+    def __init__(self, env: gym.Env, anneal_fraction: float = 0.5, seed: Optional[int] = None) -> None:
+        if not hasattr(env.unwrapped, "goal"):
+            raise ValueError("NoisyExpert needs a DarkRoom env (it reads the goal)")
+        self.env = env
+        self.anneal_fraction = anneal_fraction
+        self.rng = np.random.default_rng(seed)
+        self.seed = seed
+
+    def _expert(self) -> int:
+        room = self.env.unwrapped
+        (x, y), (gx, gy) = room._pos, room.goal
+        if x != gx:
+            return 3 if gx > x else 2
+        if y != gy:
+            return 0 if gy > y else 1
+        return 4
+
+    def learn(self, total_timesteps: int, recorder: Optional[HistoryRecorder] = None) -> "NoisyExpert":
+        """Act for ``total_timesteps`` steps, recording every step into ``recorder``."""
+        obs, _ = self.env.reset(seed=self.seed)
+        n_actions = int(self.env.action_space.n)
+        for step in range(int(total_timesteps)):
+            epsilon = max(0.0, 1.0 - step / max(self.anneal_fraction * total_timesteps, 1.0))
+            action = int(self.rng.integers(n_actions)) if self.rng.random() < epsilon else self._expert()
+            next_obs, reward, terminated, truncated, _ = self.env.step(action)
+            if recorder is not None:
+                recorder.add(obs[None], np.array([action]), np.array([reward]), np.array([terminated or truncated]))
+                if recorder.full:
+                    break
+            obs = next_obs if not (terminated or truncated) else self.env.reset()[0]
+        return self

@@ -1,0 +1,324 @@
+"""AD: history recording from real learners, the history file format, bad inputs, the model's context, save/load."""
+
+import zipfile
+
+import numpy as np
+import pytest
+import torch as th
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.logger import configure
+
+from sb3_pref import PPO_REWARD, RewardModel
+from sb3_pref.ad import (
+    A2C_SEED_SETTINGS,
+    AD,
+    ADConfig,
+    ADTransformer,
+    Histories,
+    HistoryRecorder,
+    RecordHistoryCallback,
+    collect_histories,
+    make_a2c_learner,
+    record_learner,
+    resolve_precision,
+)
+from sb3_pref.envs.darkroom import DarkRoom, darkroom_trials, split_goals
+
+SMALL = dict(embed_dim=16, n_layers=1, n_heads=2, ff_dim=32, n_updates=5, batch_size=4, seed=0)
+ROOM = dict(size=5, episode_length=6)
+_MOVES = {0: (0, 1), 1: (0, -1), 2: (-1, 0), 3: (1, 0), 4: (0, 0)}
+
+
+def small_histories(n_goals: int = 3, steps: int = 120) -> Histories:
+    goals = [(0, 0), (4, 4), (1, 3), (3, 0)][:n_goals]
+    return Histories.concatenate([record_learner(g, "qlearning", steps, seed=i, env_kwargs=ROOM) for i, g in enumerate(goals)])
+
+
+def check_history_is_the_room(histories: Histories, row: int, goal: tuple[int, int], size: int, terminate: bool) -> None:
+    """Replays a history against the room's rules: moves, rewards, episode ends and time steps."""
+    cells = np.rint(histories.observations[row] * (size - 1)).astype(int)
+    for t in range(histories.length):
+        if histories.timesteps[row, t] == 0:
+            assert tuple(cells[t]) == (size // 2, size // 2)  # every episode starts at the centre
+        else:
+            dx, dy = _MOVES[int(histories.actions[row, t - 1])]
+            expected = np.clip(cells[t - 1] + (dx, dy), 0, size - 1)
+            assert tuple(cells[t]) == tuple(expected)
+            assert histories.timesteps[row, t] == histories.timesteps[row, t - 1] + 1
+        dx, dy = _MOVES[int(histories.actions[row, t])]
+        arrived = tuple(np.clip(cells[t] + (dx, dy), 0, size - 1)) == goal
+        assert histories.rewards[row, t] == float(arrived)
+        if terminate and arrived:
+            assert histories.dones[row, t]
+
+
+def test_a2c_with_the_seed_settings_records_whole_episodes_in_order():
+    env = make_vec_env(DarkRoom, n_envs=4, seed=0, env_kwargs=dict(goals=[(1, 1)], terminate_on_goal=True, **ROOM))
+    model = make_a2c_learner(env, seed=0, n_steps=5)
+    assert isinstance(model.policy.optimizer, th.optim.Adam)
+    assert model.policy.optimizer.defaults["eps"] == 1e-6 and model.vf_coef == 0.99 and model.ent_coef == 0.01
+    assert model.learning_rate == A2C_SEED_SETTINGS["learning_rate"] == 1e-4 and model.max_grad_norm == 0.5
+    callback = RecordHistoryCallback(max_steps=300)
+    model.learn(2_000, callback=callback)
+    assert callback.recorder.full and model.num_timesteps < 2_000  # stopped once full
+    history = callback.recorder.to_histories((1, 1), 5)
+    assert history.length == 300
+    check_history_is_the_room(history, 0, (1, 1), 5, terminate=True)
+
+
+def test_ppo_reward_is_recorded_with_the_env_reward_not_the_learned_one():
+    env = make_vec_env(DarkRoom, n_envs=2, seed=0, env_kwargs=dict(goals=[(2, 3)], **ROOM))
+    reward_model = RewardModel(env.observation_space, env.action_space, size_segment=6, mb_size=8, hidden_dim=16)
+    model = PPO_REWARD(
+        "MlpPolicy", env, reward_model=reward_model, teacher="oracle", n_steps=32, batch_size=32, n_epochs=1,
+        num_interaction=64, max_feed=16, unsuper_step=0, re_update=2, seed=0, policy_kwargs={"net_arch": [16]},
+    )
+    callback = RecordHistoryCallback(max_steps=150)
+    model.learn(320, callback=callback)
+    history = callback.recorder.to_histories((2, 3), 5)
+    check_history_is_the_room(history, 0, (2, 3), 5, terminate=False)
+    assert set(np.unique(history.rewards)) <= {0.0, 1.0}
+
+
+def test_cheap_learner_improves_and_shuffling_keeps_the_data_but_not_the_trend():
+    histories = small_histories(4, 600)
+    for row, goal in enumerate([(0, 0), (4, 4), (1, 3), (3, 0)]):
+        check_history_is_the_room(histories, row, goal, 5, terminate=False)
+    returns = np.array([r[:80] for r in histories.episode_returns()])
+    assert returns[:, -20:].mean() > returns[:, :10].mean() + 1.0  # Q-learning learns
+    shuffled = histories.shuffled(np.random.default_rng(0))
+    assert np.sort(shuffled.rewards, axis=1).tolist() == np.sort(histories.rewards, axis=1).tolist()
+    assert sorted(shuffled.episode_returns()[0].tolist()) == sorted(histories.episode_returns()[0].tolist())
+    flat = np.array([r[:80] for r in shuffled.episode_returns()])
+    early, late = flat[:, :10].mean(), flat[:, -20:].mean()
+    assert abs(late - early) < abs(returns[:, -20:].mean() - returns[:, :10].mean())
+
+
+def test_history_file_round_trip_and_resume(tmp_path):
+    out = str(tmp_path / "h.npz")
+    first = collect_histories([(0, 0), (4, 4)], out, learner="qlearning", steps=90, env_kwargs=ROOM)
+    loaded = Histories.load(out)
+    for name in ("observations", "actions", "rewards", "dones", "timesteps", "tasks"):
+        np.testing.assert_array_equal(getattr(first, name), getattr(loaded, name))
+    assert loaded.meta["learner"] == "qlearning" and loaded.tasks.tolist() == [[0, 0], [4, 4]]
+    # A third goal resumes: the two shards on disk are reused, not retrained.
+    shard = tmp_path / "h.npz.parts" / "goal_0_0_learner_0.npz"
+    before = shard.stat().st_mtime_ns
+    again = collect_histories([(0, 0), (4, 4), (1, 3)], out, learner="qlearning", steps=90, env_kwargs=ROOM)
+    assert shard.stat().st_mtime_ns == before and again.n_histories == 3
+    np.testing.assert_array_equal(again.actions[:2], first.actions[:, : again.length])
+
+
+def test_bad_history_files_get_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        Histories.load(tmp_path / "missing.npz")
+    corrupted = tmp_path / "corrupted.npz"
+    small_histories(1, 60).save(corrupted)
+    corrupted.write_bytes(corrupted.read_bytes()[:200])
+    with pytest.raises(ValueError, match="corrupted"):
+        Histories.load(corrupted)
+    with pytest.raises(ValueError, match="corrupted"):
+        AD(str(corrupted), **SMALL)
+    empty = tmp_path / "empty.npz"
+    np.savez(empty)
+    with pytest.raises(ValueError, match="lacks"):
+        Histories.load(empty)
+    with pytest.raises(ValueError, match="no transitions"):
+        nothing = np.zeros((0, 0))
+        Histories(np.zeros((0, 0, 2)), nothing, nothing, nothing, nothing, np.zeros((0, 2)), 5)
+    with pytest.raises(ValueError, match="no finished episode"):
+        HistoryRecorder(1).to_histories((0, 0), 5)
+
+
+def test_bad_ad_inputs_fail_before_training():
+    histories = small_histories(2, 120)
+    onehot = record_learner((0, 0), "qlearning", 60, env_kwargs=dict(observation="onehot", **ROOM))
+    with pytest.raises(ValueError, match="mismatched spaces"):
+        AD([histories, onehot], **SMALL)
+    with pytest.raises(ValueError, match="shorter than one episode"):
+        AD(histories, seq_len=5, **SMALL)
+    with pytest.raises(ValueError, match="exceeds the history length"):
+        AD(histories, seq_len=1000, **SMALL)
+    onehot_trials = dict(split="test", episodes_per_trial=2, observation="onehot")
+    wrong_env = make_vec_env(darkroom_trials, n_envs=1, env_kwargs=onehot_trials)
+    with pytest.raises(ValueError, match="mismatched spaces"):
+        AD(histories, env=wrong_env, seq_len=12, **SMALL)
+    model = AD(histories, seq_len=12, **SMALL)
+    with pytest.raises(ValueError, match="trial observation"):
+        model.predict(np.zeros((1, 2), np.float32))
+    with pytest.raises(ValueError, match="mismatched spaces"):
+        model.set_histories(onehot)
+
+
+@pytest.mark.parametrize("recency_bias", [False, True])
+def test_predict_context_is_the_state_and_padding_changes_nothing(recency_bias):
+    histories = small_histories(2, 120)
+    model = AD(histories, seq_len=18, recency_bias=recency_bias, **SMALL)
+    env = make_vec_env(darkroom_trials, n_envs=2, seed=0, env_kwargs=dict(split="all", episodes_per_trial=3, **ROOM))
+    obs = env.reset()
+    state, starts = None, np.ones(2, bool)
+    for _ in range(14):
+        actions, state = model.predict(obs, state, starts)
+        obs, _, dones, _ = env.step(actions)
+        starts = dones
+    c_obs, c_act, c_rew, c_ts, c_valid = state[:5]
+    assert c_valid.sum(1).tolist() == [13, 13]  # 14 actions taken, the last one not yet rewarded
+    assert c_ts[0, -13:].tolist() == [0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 0]  # episodes of 6 steps
+    # The logits of the last token do not depend on what sits in padded slots.
+    full = [th.as_tensor(np.concatenate([a, a[:, -1:]], 1)) for a in (c_obs, c_act, model._reward_index(c_rew), c_ts, c_valid)]
+    model.policy.eval()
+    reference = model.policy(*full)[:, -1]
+    noisy = [t.clone() for t in full]
+    noisy[0][:, :3] = 7.0
+    noisy[1][:, :3] = 4
+    assert th.allclose(model.policy(*noisy)[:, -1], reference, atol=1e-5)
+    # Episode start empties the context.
+    _, fresh = model.predict(obs, state, np.ones(2, bool))
+    assert fresh[4].sum() == 0
+
+
+def test_save_load_is_pickle_free_and_identical(tmp_path):
+    histories = small_histories(2, 120)
+    model = AD(histories, seq_len=12, **SMALL).learn(3, log_interval=1)
+    path = tmp_path / "ad.zip"
+    model.save(path)
+    with zipfile.ZipFile(path) as archive:
+        assert sorted(archive.namelist()) == ["config.json", "weights.npz"]
+    loaded = AD.load(path)
+    assert loaded.config == model.config and loaded.num_timesteps == 3
+    obs = np.zeros((3, loaded.trial_obs_dim), np.float32)
+    model._predict_rng, loaded._predict_rng = np.random.default_rng(1), np.random.default_rng(1)
+    np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0])
+    loaded.set_histories(histories)
+    loaded.learn(2, reset_num_timesteps=False)
+    assert loaded.num_timesteps == 5
+    (tmp_path / "bad.zip").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="not a readable AD model"):
+        AD.load(tmp_path / "bad.zip")
+
+
+def test_learn_logs_ad_keys_calls_callbacks_and_is_seeded(tmp_path):
+    histories = small_histories(2, 120)
+
+    class Count(BaseCallback):
+        calls = 0
+
+        def _on_step(self) -> bool:
+            Count.calls += 1
+            return self.num_timesteps < 4  # stop after 4 updates
+
+    first = AD(histories, seq_len=12, **SMALL)
+    first.set_logger(configure(str(tmp_path), ["csv"]))
+    first.learn(10, callback=Count(), log_interval=2)
+    assert Count.calls == 4 and first.num_timesteps == 4
+    with open(tmp_path / "progress.csv") as handle:
+        header, *rows = handle.read().split()
+    assert {"ad/loss", "ad/accuracy", "ad/learning_rate", "ad/grad_norm", "time/updates"} <= set(header.split(","))
+    assert len(rows) == 2  # dumped at updates 2 and 4
+    second = AD(histories, seq_len=12, **SMALL)
+    second.learn(4)
+    for a, b in zip(first.policy.parameters(), second.policy.parameters()):
+        assert th.equal(a, b)
+    # The cosine schedule reaches the minimum at n_updates.
+    assert first._learning_rate(0) == pytest.approx(3e-4) and first._learning_rate(5) == pytest.approx(2e-6)
+
+
+def test_seed_preset_and_precision_choice():
+    config = ADConfig(obs_dim=2, n_actions=5, max_timestep=20)
+    assert (config.seq_len, config.embed_dim, config.n_layers, config.n_heads, config.ff_dim) == (256, 64, 4, 4, 2048)
+    assert (config.attention_dropout, config.residual_dropout) == (0.5, 0.1)
+    model = ADTransformer(config)
+    tokens = th.zeros(2, 256, dtype=th.long)
+    logits = model(th.zeros(2, 256, 2), tokens, tokens, tokens)
+    assert logits.shape == (2, 256, 5)
+    assert resolve_precision(th.device("cpu")) is False
+    assert resolve_precision(th.device("cpu"), "bfloat16") is True
+    with pytest.raises(ValueError, match="dtype"):
+        resolve_precision(th.device("cpu"), "float16")
+
+
+def test_ad_in_the_grid_runner_and_report(tmp_path):
+    from sb3_pref.experiments.config import ConfigError, load_config
+    from sb3_pref.experiments.report import write_report
+    from sb3_pref.experiments.runner import run_grid
+
+    tiny = dict(
+        total_timesteps=4, learner="qlearning", learner_steps=120, max_history_steps=120, seq_len=30, embed_dim=16,
+        n_layers=1, n_heads=2, ff_dim=32, batch_size=4, episodes_per_trial=3, eval_trials=4, size=5, episode_length=8,
+        n_test=8,
+    )
+    with pytest.raises(ConfigError, match="learner must be one of"):
+        load_config(dict(algorithms=["ad"], tasks=["darkroom"], seeds=1, hyperparameters={**tiny, "learner": "sac"}))
+    with pytest.raises(ConfigError, match="none of the algorithms"):
+        load_config(dict(algorithms=["ad"], tasks=["walker_walk"], seeds=1))
+    config = load_config(dict(name="ad_tiny", algorithms=["ad"], tasks=["darkroom"], seeds=1, hyperparameters=tiny),
+                         output_dir=str(tmp_path / "grid"))
+    assert config.runs()[0].hyperparameters["terminate_on_goal"] is True  # the seed's variant is the preset
+    assert run_grid(config, workers=1, stream=None).ok
+    run = tmp_path / "grid" / "ad" / "darkroom" / "seed0"
+    assert Histories.load(run / "histories.npz").n_histories == 16  # 24 goals of the 5 x 5 room, 8 held out
+    with open(run / "adaptation.csv") as handle:
+        agents = {line.split(",")[0] for line in handle.read().splitlines()[1:]}
+    assert agents == {"AD", "random (AD room)", "source learners", "search bound"}
+    write_report(str(tmp_path / "grid"), str(tmp_path / "report"))
+    assert (tmp_path / "report" / "adaptation_darkroom.png").exists()
+
+
+def test_evaluate_adaptation_plays_ad_and_rl2_on_the_same_trials():
+    from sb3_pref.rl2 import RL2
+    from sb3_pref.rl2.evaluation import evaluate_adaptation
+
+    room = dict(size=5, episode_length=6, terminate_on_goal=True)
+    goals = [(0, 0), (4, 4)]
+    parts = [record_learner(g, "qlearning", 120, seed=i, env_kwargs=room) for i, g in enumerate(goals)]
+    histories = Histories.concatenate(parts)
+    trials = dict(split="test", n_test=8, episodes_per_trial=3, **room)
+    ad = AD(histories, seq_len=18, **SMALL)
+    rl2 = RL2("MlpGruPolicy", make_vec_env(darkroom_trials, n_envs=2, env_kwargs=trials), n_steps=8, batch_size=16,
+              policy_kwargs=dict(lstm_hidden_size=8), seed=0)
+    results = []
+    for model in (ad, rl2, ad):
+        env = make_vec_env(darkroom_trials, n_envs=3, seed=5, env_kwargs=trials)
+        results.append(evaluate_adaptation(model, env, 6, seed=1))
+    # The same held-out goals (each env's first two trials; rows come in order of completion).
+    assert sorted(results[0].tasks) == sorted(results[1].tasks)
+    assert set(results[0].tasks) <= set(split_goals(0, size=5, n_test=8)[1])
+    assert results[0].returns.shape == results[1].returns.shape == (6, 3)
+    assert np.all(results[0].optimal == 1.0) and np.all(results[1].optimal == 1.0)
+    # AD's sampling has its own generator: a fresh model of the same seed plays the same trials identically.
+    again = AD(histories, seq_len=18, **SMALL)
+    env = make_vec_env(darkroom_trials, n_envs=3, seed=5, env_kwargs=trials)
+    np.testing.assert_array_equal(evaluate_adaptation(again, env, 6, seed=1).returns, results[0].returns)
+
+
+def test_device_argument_and_precision_on_cpu():
+    histories = small_histories(2, 120)
+    model = AD(histories, seq_len=12, device="cpu", dtype="bfloat16", **SMALL)
+    assert model.device.type == "cpu" and model.use_bf16
+    stats = model.learn(2, log_interval=0).train_step()  # bf16 autocast on the CPU still trains in finite numbers
+    assert np.isfinite(stats["loss"]) and next(model.policy.parameters()).dtype == th.float32
+    auto = AD(histories, seq_len=12, device="auto", **SMALL)
+    assert auto.device.type == ("cuda" if th.cuda.is_available() else "cpu")
+    assert auto.use_bf16 == (th.cuda.is_available() and th.cuda.is_bf16_supported())
+
+
+def test_seed_darkroom_variant_split_and_bounds():
+    from sb3_pref.ad.evaluation import learner_curve, search_curve
+    from sb3_pref.envs.darkroom import AD_TEST_GOALS, all_goals
+
+    train, test = split_goals(0, n_test=AD_TEST_GOALS)
+    assert (len(train), len(test)) == (57, 23) and not set(train) & set(test) and (4, 4) not in train + test
+    with pytest.raises(ValueError, match="n_test"):
+        split_goals(0, n_test=80)
+    room = DarkRoom(goals=[(3, 4)], terminate_on_goal=True)  # one step left of the centre (4, 4)
+    room.reset(seed=0)
+    _, reward, terminated, truncated, _ = room.step(2)  # left: onto (3, 4)
+    assert (reward, terminated, truncated) == (1.0, True, False) and room.optimal_return((3, 4)) == 1.0
+    assert DarkRoom().optimal_return((3, 4)) == 20.0  # the default variant: 21 - distance
+    # The searcher that sweeps the room finds every goal within a few episodes, then goes straight to it.
+    curve = search_curve(all_goals(5), 6, size=5, episode_length=6, terminate_on_goal=True).returns[0]
+    assert np.all(np.diff(curve) >= 0) and curve[-1] == 1.0 and curve[0] < 0.6
+    histories = small_histories(2, 200)
+    source = learner_curve(histories, 5, optimal=[1.0, 1.0])
+    np.testing.assert_array_equal(source.returns[0], histories.episode_returns()[0][:5])
