@@ -322,7 +322,8 @@ def test_rl2_fine_tunes_against_its_initial_recurrent_policy():
         teacher="oracle",
         n_steps=n_steps,
         batch_size=16,
-        n_epochs=1,
+        n_epochs=2,
+        learning_rate=3e-3,  # the policy must move away from its reference for the KL to be measurable
         num_interaction=n_steps,
         max_feed=30,
         re_update=2,
@@ -335,6 +336,22 @@ def test_rl2_fine_tunes_against_its_initial_recurrent_policy():
     probe = RolloutEnd()
     model.learn(3 * 2 * n_steps, callback=probe)
     # Rollout 1: the GRU reference, run over the whole rollout at once, reproduces the acting policy's
-    # step-by-step log-probabilities, so the KL is 0 up to float error; later rollouts carry its state on.
+    # step-by-step log-probabilities, so the KL is 0 up to float error.
     assert abs(probe.records[0]["logged"]["rlhf/kl"]) < 1e-5
-    assert all(abs(record["logged"]["rlhf/kl"]) > 1e-4 for record in probe.records[1:])
+    # Every rollout: the logged KL equals a step-by-step pass of the reference over all rollouts in a
+    # row (hidden state carried on, reset at trial starts only). The old check (|mean KL| > 1e-4 after
+    # one small update) tested the estimator's noise: a single-sample mean of log-ratios can be ~0.
+    states = (th.zeros(1, 2, 8), th.zeros(1, 2, 8))
+    with th.no_grad():
+        for record in probe.records:
+            ref_log_prob = []
+            for t in range(n_steps):
+                dist, states = model.reference_policy.get_distribution(
+                    th.as_tensor(record["obs"][t]), states, th.as_tensor(record["starts"][t]).float()
+                )
+                ref_log_prob.append(dist.log_prob(th.as_tensor(record["actions"][t]).long().flatten()).numpy())
+            direct = record["log_probs"] - np.stack(ref_log_prob)
+            assert record["logged"]["rlhf/kl"] == pytest.approx(direct.mean(), abs=1e-6)
+            assert record["rewards"].shape == direct.shape
+    # The last rollout comes from a policy that has moved: per-step log-ratios clearly away from 0.
+    assert np.abs(direct).mean() > 1e-3
