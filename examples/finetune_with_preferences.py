@@ -70,9 +70,7 @@ def finetune(env_id: str, base_path: str, use_kl: bool, steps: int, seed: int, m
     :param use_kl: False sets ``kl_coef=0`` (and no adaptation), everything else identical
     """
     env = make_vec_env(env_id, n_envs=4, seed=seed)
-    reward_model = RewardModel(
-        env.observation_space, env.action_space, size_segment=50, mb_size=50, hidden_dim=64, seed=seed
-    )
+    reward_model = RewardModel(env.observation_space, env.action_space, size_segment=50, mb_size=50, hidden_dim=64, seed=seed)
     options = dict(RLHF_PRESET)
     if not use_kl:
         options.update(kl_coef=0.0, kl_target=None)
@@ -142,7 +140,8 @@ def summarise(results: list[dict[str, Any]]) -> str:
         cells = []
         for key in ("task_return", "effort", "kl"):
             values = np.array([row[key] for row in rows])
-            cells.append(f"{values.mean():.3f} ± {values.std():.3f}" if key != "task_return" else f"{values.mean():.1f} ± {values.std():.1f}")
+            digits = 1 if key == "task_return" else 3
+            cells.append(f"{values.mean():.{digits}f} ± {values.std():.{digits}f}")
         lines.append(f"| {condition} | {len(rows)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -155,7 +154,11 @@ def plot(results: list[dict[str, Any]], path: str) -> None:
     import matplotlib.pyplot as plt
 
     conditions = ("base", "no KL", "with KL")
-    panels = (("effort", "new preference: effort score\n(higher = gentler)"), ("task_return", "task return"), ("kl", "KL to base (nats/step)"))
+    panels = (
+        ("effort", "new preference: effort score\n(higher = gentler)"),
+        ("task_return", "task return"),
+        ("kl", "KL to base (nats/step)"),
+    )
     figure, axes = plt.subplots(1, 3, figsize=(11, 3.4))
     for axis, (key, title) in zip(axes, panels):
         for position, condition in enumerate(conditions):
