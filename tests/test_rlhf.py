@@ -355,3 +355,42 @@ def test_rl2_fine_tunes_against_its_initial_recurrent_policy():
             assert record["rewards"].shape == direct.shape
     # The last rollout comes from a policy that has moved: per-step log-ratios clearly away from 0.
     assert np.abs(direct).mean() > 1e-3
+
+
+@pytest.mark.parametrize("schedule", ["auto", "bpref"])
+def test_preset_reward_training_is_one_pass_annealed_to_zero_with_either_schedule(schedule):
+    learner, _ = _learner_with_labels()
+    learner.re_update, learner.anneal_lr, learner.schedule = (
+        RLHF_PRESET["re_update"],
+        RLHF_PRESET["anneal_reward_lr"],
+        schedule,
+    )
+    model = learner.reward_model
+    model.train_batch_size = 8  # several gradient steps in the pass, so the decay is visible
+    used_lrs = []
+    step = model.optimizer.step
+
+    def recording_step(*args, **kwargs):
+        used_lrs.append(model.optimizer.param_groups[0]["lr"])
+        return step(*args, **kwargs)
+
+    model.optimizer.step = recording_step
+    stats = learner.query_round()
+    n_steps = len(used_lrs)
+    one_pass = int(np.ceil(len(learner.dataset) / model.train_batch_size))
+    assert stats["model_train_epochs"] == 1 and stats["model_train_steps"] == n_steps
+    assert 3 <= n_steps <= one_pass and (schedule == "auto" or n_steps == one_pass)
+    # Linear decay within the round: lr * (1 - k / n_steps) at step k, the last one lr / n_steps.
+    np.testing.assert_allclose(used_lrs, model.lr * (1 - np.arange(n_steps) / n_steps), rtol=1e-6)
+    assert model.optimizer.param_groups[0]["lr"] == model.lr  # restored for the next round
+
+
+def test_reference_with_another_action_space_is_refused():
+    from gymnasium import spaces
+
+    from sb3_pref.common.rlhf import check_reference_spaces
+
+    reference = load_reference_policy(base_policy())
+    check_reference_spaces(reference, reference.observation_space, reference.action_space)
+    with pytest.raises(ValueError, match="reference_policy has action space .* reference_policy='initial'"):
+        check_reference_spaces(reference, reference.observation_space, spaces.Box(-2.0, 2.0, (2,)))
