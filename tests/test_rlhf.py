@@ -392,5 +392,5 @@ def test_reference_with_another_action_space_is_refused():
 
     reference = load_reference_policy(base_policy())
     check_reference_spaces(reference, reference.observation_space, reference.action_space)
-    with pytest.raises(ValueError, match="reference_policy has action space .* reference_policy='initial'"):
+    with pytest.raises(ValueError, match=r"reference_policy has action space .* reference_policy='initial'"):
         check_reference_spaces(reference, reference.observation_space, spaces.Box(-2.0, 2.0, (2,)))
