@@ -63,11 +63,14 @@ def train_base(env_id: str, steps: int, seed: int, path: str) -> str:
     return path
 
 
-def finetune(env_id: str, base_path: str, use_kl: bool, steps: int, seed: int, max_feed: int) -> PPO_REWARD:
+def finetune(
+    env_id: str, base_path: str, use_kl: bool, steps: int, seed: int, max_feed: int, learning_rate: float
+) -> PPO_REWARD:
     """
     PPO_REWARD from the base policy's weights, the RLHF preset, the effort teacher.
 
     :param use_kl: False sets ``kl_coef=0`` (and no adaptation), everything else identical
+    :param learning_rate: the policy's starting lr (the preset anneals it to 0 over ``steps``)
     """
     env = make_vec_env(env_id, n_envs=4, seed=seed)
     reward_model = RewardModel(env.observation_space, env.action_space, size_segment=50, mb_size=50, hidden_dim=64, seed=seed)
@@ -80,11 +83,12 @@ def finetune(env_id: str, base_path: str, use_kl: bool, steps: int, seed: int, m
         reward_model=reward_model,
         teacher=EffortTeacher(seed=seed),
         reference_policy=base_path,
-        num_interaction=4096,
+        num_interaction=2048,  # a query round every rollout (4 envs x 512 steps)
         max_feed=max_feed,
         unsuper_flag=0,
         policy_kwargs=NET,
         seed=seed,
+        learning_rate=learning_rate,
         **PPO_SETTINGS,
         **options,
     )
@@ -178,10 +182,11 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
     parser.add_argument("--env", default="walker_stand", help="a dm_control id (B-Pref naming)")
     parser.add_argument("--base", default=None, help="a PPO model.zip trained on the task reward (trained here if absent)")
     parser.add_argument("--base-steps", type=int, default=100_000)
-    parser.add_argument("--finetune-steps", type=int, default=30_000)
+    parser.add_argument("--finetune-steps", type=int, default=16_384)
+    parser.add_argument("--finetune-lr", type=float, default=1e-3, help="policy lr at the start of fine-tuning")
     parser.add_argument("--max-feed", type=int, default=400)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
-    parser.add_argument("--eval-episodes", type=int, default=4)
+    parser.add_argument("--eval-episodes", type=int, default=2)
     parser.add_argument("--output-dir", default="runs/finetune_with_preferences")
     args = parser.parse_args(argv)
     os.makedirs(args.output_dir, exist_ok=True)
@@ -193,7 +198,7 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
     for seed in args.seeds:
         results.append({"condition": "base", "seed": seed, **evaluate(base, base, args.env, args.eval_episodes, seed)})
         for condition, use_kl in (("no KL", False), ("with KL", True)):
-            model = finetune(args.env, base_path, use_kl, args.finetune_steps, seed, args.max_feed)
+            model = finetune(args.env, base_path, use_kl, args.finetune_steps, seed, args.max_feed, args.finetune_lr)
             row = {"condition": condition, "seed": seed, "final_kl_coef": model.kl_coef}
             row.update(evaluate(model.policy, base, args.env, args.eval_episodes, seed))
             results.append(row)
