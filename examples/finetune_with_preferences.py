@@ -64,17 +64,31 @@ def train_base(env_id: str, steps: int, seed: int, path: str) -> str:
 
 
 def finetune(
-    env_id: str, base_path: str, use_kl: bool, steps: int, seed: int, max_feed: int, learning_rate: float
+    env_id: str,
+    base_path: str,
+    use_kl: bool,
+    steps: int,
+    seed: int,
+    max_feed: int,
+    learning_rate: float,
+    kl_coef: Optional[float] = None,
+    kl_target: Optional[float] = None,
 ) -> PPO_REWARD:
     """
     PPO_REWARD from the base policy's weights, the RLHF preset, the effort teacher.
 
     :param use_kl: False sets ``kl_coef=0`` (and no adaptation), everything else identical
     :param learning_rate: the policy's starting lr (the preset anneals it to 0 over ``steps``)
+    :param kl_coef: the (starting) KL coefficient; None keeps the preset's
+    :param kl_target: the adaptive controller's target; None keeps the preset's, 0 fixes ``kl_coef``
     """
     env = make_vec_env(env_id, n_envs=4, seed=seed)
     reward_model = RewardModel(env.observation_space, env.action_space, size_segment=50, mb_size=50, hidden_dim=64, seed=seed)
     options = dict(RLHF_PRESET)
+    if kl_coef is not None:
+        options["kl_coef"] = kl_coef
+    if kl_target is not None:
+        options["kl_target"] = kl_target or None
     if not use_kl:
         options.update(kl_coef=0.0, kl_target=None)
     model = PPO_REWARD(
@@ -185,6 +199,10 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
     parser.add_argument("--finetune-steps", type=int, default=16_384)
     parser.add_argument("--finetune-lr", type=float, default=1e-3, help="policy lr at the start of fine-tuning")
     parser.add_argument("--max-feed", type=int, default=400)
+    parser.add_argument("--kl-coef", type=float, default=None, help="(starting) KL coefficient; default: the preset's")
+    parser.add_argument(
+        "--kl-target", type=float, default=None, help="adaptive target; 0: fixed kl_coef; default: the preset's"
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--eval-episodes", type=int, default=2)
     parser.add_argument("--output-dir", default="runs/finetune_with_preferences")
@@ -198,7 +216,17 @@ def main(argv: Optional[Sequence[str]] = None) -> list[dict[str, Any]]:
     for seed in args.seeds:
         results.append({"condition": "base", "seed": seed, **evaluate(base, base, args.env, args.eval_episodes, seed)})
         for condition, use_kl in (("no KL", False), ("with KL", True)):
-            model = finetune(args.env, base_path, use_kl, args.finetune_steps, seed, args.max_feed, args.finetune_lr)
+            model = finetune(
+                args.env,
+                base_path,
+                use_kl,
+                args.finetune_steps,
+                seed,
+                args.max_feed,
+                args.finetune_lr,
+                args.kl_coef,
+                args.kl_target,
+            )
             row = {"condition": condition, "seed": seed, "final_kl_coef": model.kl_coef}
             row.update(evaluate(model.policy, base, args.env, args.eval_episodes, seed))
             results.append(row)
