@@ -394,3 +394,14 @@ def test_reference_with_another_action_space_is_refused():
     check_reference_spaces(reference, reference.observation_space, reference.action_space)
     with pytest.raises(ValueError, match=r"reference_policy has action space .* reference_policy='initial'"):
         check_reference_spaces(reference, reference.observation_space, spaces.Box(-2.0, 2.0, (2,)))
+
+
+def test_example_effort_teacher_judges_actions_not_the_task_reward():
+    from examples.finetune_with_preferences import EffortTeacher
+
+    rng = np.random.default_rng(0)
+    gentle = SimpleNamespace(actions=rng.uniform(-0.3, 0.3, size=(20, 10, 6)), rewards=np.zeros((20, 10)))
+    rough = SimpleNamespace(actions=rng.uniform(-1.0, 1.0, size=(20, 10, 6)), rewards=np.ones((20, 10)))
+    teacher = EffortTeacher(seed=0)
+    # The rough segments earn more task reward, the gentle ones are preferred all the same.
+    assert np.all(teacher.label_pairs(rough, gentle) == 1.0) and np.all(teacher.label_pairs(gentle, rough) == 0.0)
