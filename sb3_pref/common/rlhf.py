@@ -29,7 +29,8 @@ ReferenceSource = Union[BasePolicy, BaseAlgorithm, str, os.PathLike, None]
 #: The document's reward-model and policy details as constructor arguments of a preference
 #: algorithm (``PPO_REWARD(..., reference_policy="initial", **RLHF_PRESET)``); see docs/rlhf-details.md.
 RLHF_PRESET: dict[str, Any] = {
-    # one epoch of reward training per round, its lr decaying linearly to 0 within that epoch
+    # at most one pass of reward training per round (exactly one with reward_schedule="bpref", a step
+    # budget from the new labels with "auto"), its lr decaying linearly to 0 over the round's steps
     "re_update": 1,
     "anneal_reward_lr": True,
     # gain/bias so predictions on reference-policy samples have mean 0 / std 1, before and after training
