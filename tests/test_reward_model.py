@@ -613,13 +613,25 @@ def test_learner_trains_on_each_rounds_new_labels_and_checks_the_schedule():
     dones = np.zeros((500, 2), dtype=bool)
     dones[99::100] = True
     learner.add_transitions(features[..., :OBS_DIM], features[..., OBS_DIM:], np.tanh(features @ TRUE_WEIGHTS), dones)
-    steps = []
+    given_new = []
+    original = model.train
+
+    def spy(*args, **kwargs):
+        given_new.append(kwargs["n_new"])
+        return original(*args, **kwargs)
+
+    model.train = spy
+    steps, held_out = [], []
     for _ in range(3):
         stats = learner.query_round()
-        steps.append((len(learner.dataset), stats["model_train_steps"]))
-    # 64 new labels a round: ceil(10 * 64 / 128) = 5 steps whatever the labels so far, unless a pass exceeds 97%
-    assert [n for n, _ in steps] == [64, 128, 192]
-    assert all(1 <= s <= 5 for _, s in steps) and steps[0][1] == 5
+        steps.append((len(learner.dataset), stats["model_train_steps"], stats["model_train_epochs"]))
+        held_out.append(stats["model_held_out_accuracy"])
+    # each round hands the model its 64 new labels: at least ceil(10 * 64 / 128) = 5 steps, at most re_update passes
+    assert given_new == [64, 64, 64]
+    assert [n for n, _, _ in steps] == [64, 128, 192]
+    assert all(s >= 5 and e <= 100 for _, s, e in steps)
+    # the early-stop criterion is logged, and it is learnt: the members rank their held-out pairs well
+    assert held_out[-1] > 0.8
     with pytest.raises(ValueError, match="reward_schedule='b-pref'"):
         PreferenceLearner(model, n_envs=2, schedule="b-pref")
 
