@@ -518,7 +518,7 @@ def test_held_out_folds_leave_each_member_one_fold():
     assert counts.min() >= 1 and np.sum(counts < 2) <= 2
 
 
-def test_auto_schedule_stops_on_held_out_loss_as_good_as_bpref_for_fewer_steps(data, monkeypatch):
+def test_auto_schedule_stops_on_held_out_loss_as_good_as_bpref(data, monkeypatch):
     test = data["test"]
     auto = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
     records = record_epochs(monkeypatch, auto)
