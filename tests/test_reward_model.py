@@ -502,32 +502,62 @@ def test_bpref_schedule_is_b_prefs_loop_bit_for_bit(data):
     assert model_rng.bit_generator.state == rng.bit_generator.state
 
 
-def test_auto_schedule_budget_grows_with_the_new_labels(data, monkeypatch):
-    model = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
-    seen = []
-    original = model._pair_loss
+def test_held_out_folds_leave_each_member_one_fold():
+    from sb3_pref.common.reward_training import N_FOLDS, held_out_folds
 
-    def spy(seg_0, seg_1, labels):
-        seen.append(seg_0.shape[1])
-        return original(seg_0, seg_1, labels)
+    # 1002 pairs: folds 0 and 1 hold 101 pairs, fold 2 holds 100; rows are cut to the shortest
+    train, val = held_out_folds(1002, 3, th.device("cpu"))
+    assert train.shape == (3, 901) and val.shape == (3, 100)
+    for member in range(3):
+        fold = set(range(member, 1002, N_FOLDS))
+        assert set(val[member].tolist()) <= fold  # scored on its own fold only
+        assert not set(train[member].tolist()) & fold  # and never trains on it
+        assert len(set(train[member].tolist())) == 901
+    # every pair is trained on, and by at least ensemble_size - 1 members but for the cut rows' ends
+    counts = np.bincount(train.flatten().numpy(), minlength=1002)
+    assert counts.min() >= 1 and np.sum(counts < 2) <= 2
 
-    monkeypatch.setattr(model, "_pair_loss", spy)
-    rng = np.random.default_rng(0)
-    # an unreachable target, so only the budget ends the round: ceil(10 * 100 / 128) = 8 steps, one pass over 1000
-    stats = model.train(data["dataset"], rng, target_accuracy=1.0, n_new=100)
-    assert stats["steps"] == 8 and stats["epochs"] == 1 and model.n_updates == 8
-    assert seen == [128] * 7 + [104]  # minibatches drawn from all 1000 labels, old ones included
-    # 300 new labels: ceil(3000 / 128) = 24 steps = 3 passes; all labels new (None) = 79 steps, cut at 5 passes
-    assert model.train(data["dataset"], rng, target_accuracy=1.0, n_new=300)["steps"] == 24
-    capped = model.train(data["dataset"], rng, max_epochs=5, target_accuracy=1.0)
-    assert capped["steps"] == 40 and capped["epochs"] == 5
-    # far cheaper than B-Pref's schedule on the same round
+
+def test_auto_schedule_stops_on_held_out_loss_as_good_as_bpref(data, monkeypatch):
+    test = data["test"]
+    auto = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
+    records = record_epochs(monkeypatch, auto)
+    stats = auto.train(data["dataset"], np.random.default_rng(0), max_epochs=100, n_new=1000)
+    # a cold start learns until the held-out loss stalls, well before the cap
+    assert 10 < stats["epochs"] == len(records) < 100
+    assert stats["steps"] == 8 * stats["epochs"] == auto.n_updates  # 900 training pairs per member: 8 steps a pass
+    assert stats["held_out_accuracy"] > 0.9
     bpref = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
-    assert bpref.train(data["dataset"], rng, max_epochs=10, target_accuracy=1.0, schedule="bpref")["steps"] == 80
+    bpref.train(data["dataset"], np.random.default_rng(0), max_epochs=100, schedule="bpref")
+    auto_accuracy, bpref_accuracy = auto.preference_accuracy(*test), bpref.preference_accuracy(*test)
+    assert bpref_accuracy > 0.9 and auto_accuracy > bpref_accuracy - 0.02
+
+    # warm-started with nothing new to learn: stops after the patience (3 passes here), not the cap
+    warm = auto.train(data["dataset"], np.random.default_rng(1), max_epochs=100, n_new=0)
+    assert warm["epochs"] <= 10
+    # the new-label floor: 50 passes' worth of steps over 100 new labels = ceil(5000 / 128) = 40 steps at least
+    floor = auto.train(data["dataset"], np.random.default_rng(2), n_new=100, passes_per_new_label=50)
+    assert floor["steps"] >= 40
     with pytest.raises(ValueError, match="schedule='fast'"):
-        model.train(data["dataset"], rng, schedule="fast")
+        auto.train(data["dataset"], np.random.default_rng(0), schedule="fast")
     with pytest.raises(ValueError, match="passes_per_new_label"):
-        model.train(data["dataset"], rng, passes_per_new_label=0)
+        auto.train(data["dataset"], np.random.default_rng(0), passes_per_new_label=0)
+
+
+def test_auto_schedule_keeps_each_members_best_held_out_weights(data):
+    # a learning rate that wrecks the model at every step: no pass beats the warm start on held-out labels,
+    # so every member goes back to exactly the weights it started the round with
+    trained = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
+    trained.train(data["dataset"], np.random.default_rng(0), max_epochs=20, schedule="bpref")
+    wrecked = RewardModel(OBS_DIM, ACT_DIM, seed=0, **{**SMALL, "lr": 10.0})
+    wrecked.ensemble.load_state_dict(trained.ensemble.state_dict())
+    stats = wrecked.train(data["dataset"], np.random.default_rng(0), max_epochs=50, n_new=0)
+    assert stats["epochs"] == 3 and wrecked.n_updates == 24  # the patience: 3 passes without improvement
+    assert_same_weights(wrecked, trained)
+    # tiny datasets (fewer than 3 pairs per fold) have nothing to hold out: B-Pref's round
+    tiny = oracle_dataset(20, HORIZON)
+    model = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
+    assert model.train(tiny, np.random.default_rng(0), max_epochs=7, target_accuracy=1.0)["epochs"] == 7
 
 
 def test_all_equal_round_stops_after_one_pass_as_in_b_pref(monkeypatch):
@@ -583,13 +613,25 @@ def test_learner_trains_on_each_rounds_new_labels_and_checks_the_schedule():
     dones = np.zeros((500, 2), dtype=bool)
     dones[99::100] = True
     learner.add_transitions(features[..., :OBS_DIM], features[..., OBS_DIM:], np.tanh(features @ TRUE_WEIGHTS), dones)
-    steps = []
+    given_new = []
+    original = model.train
+
+    def spy(*args, **kwargs):
+        given_new.append(kwargs["n_new"])
+        return original(*args, **kwargs)
+
+    model.train = spy
+    steps, held_out = [], []
     for _ in range(3):
         stats = learner.query_round()
-        steps.append((len(learner.dataset), stats["model_train_steps"]))
-    # 64 new labels a round: ceil(10 * 64 / 128) = 5 steps whatever the labels so far, unless a pass exceeds 97%
-    assert [n for n, _ in steps] == [64, 128, 192]
-    assert all(1 <= s <= 5 for _, s in steps) and steps[0][1] == 5
+        steps.append((len(learner.dataset), stats["model_train_steps"], stats["model_train_epochs"]))
+        held_out.append(stats["model_held_out_accuracy"])
+    # each round hands the model its 64 new labels: at least ceil(10 * 64 / 128) = 5 steps, at most re_update passes
+    assert given_new == [64, 64, 64]
+    assert [n for n, _, _ in steps] == [64, 128, 192]
+    assert all(s >= 5 and e <= 100 for _, s, e in steps)
+    # the early-stop criterion is logged, and it is learnt: the members rank their held-out pairs well
+    assert held_out[-1] > 0.8
     with pytest.raises(ValueError, match="reward_schedule='b-pref'"):
         PreferenceLearner(model, n_envs=2, schedule="b-pref")
 

@@ -55,8 +55,8 @@ class PreferenceLearner:
     :param max_feed: total feedback budget (queries asked, skipped ones included)
     :param re_update: the most reward-training epochs per query round
     :param target_accuracy: early-stop threshold on the reward model's training accuracy
-    :param schedule: reward-model training per round: ``"auto"`` (gradient steps in proportion to the
-        round's new labels) or ``"bpref"`` (B-Pref's up to ``re_update`` passes over all labels); see
+    :param schedule: reward-model training per round: ``"auto"`` (passes until the loss on held-out
+        labels stops improving) or ``"bpref"`` (B-Pref's up to ``re_update`` passes over all labels); see
         :mod:`sb3_pref.common.reward_training`
     :param max_ep_len: episode length used for the teacher's thresholds; None uses the observed mean
     :param segment_capacity: transitions kept for drawing segments (oldest dropped)
@@ -240,6 +240,8 @@ class PreferenceLearner:
                 model_train_epochs=fit["epochs"],
                 model_train_steps=fit["steps"],
             )
+            if "held_out_loss" in fit:  # the "auto" schedule's early-stop criterion
+                stats.update(model_held_out_loss=fit["held_out_loss"], model_held_out_accuracy=fit["held_out_accuracy"])
         if self.normalize_rewards:
             self._fit_normalisation()
         stats["true_pref_accuracy"] = self.oracle_agreement()

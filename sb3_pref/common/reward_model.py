@@ -11,12 +11,15 @@ from torch.nn import functional as F
 
 from sb3_pref.common.preprocessing import FeatureEncoder, SpaceOrDim, describe_space, space_from_description
 from sb3_pref.common.reward_training import (
+    MIN_FOLD,
+    N_FOLDS,
     PASSES_PER_NEW_LABEL,
     check_schedule,
     resolve_device,
     resolve_train_dtype,
     round_steps,
     train_round,
+    train_round_held_out,
 )
 from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
 from sb3_pref.common.validation import check_int, check_positive_float
@@ -246,8 +249,12 @@ class RewardModel:
         return self.member_rewards(segments).sum(-1).cpu().numpy()
 
     # ------------------------------------------------------------------- training
-    def _pair_loss(self, seg_0: th.Tensor, seg_1: th.Tensor, labels: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
-        """Bradley-Terry cross-entropy of ``(E, B, H, D)`` pairs against soft labels ``(E, B)``."""
+    def _member_losses(self, seg_0: th.Tensor, seg_1: th.Tensor, labels: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        """
+        Bradley-Terry cross-entropy of ``(E, B, H, D)`` pairs against soft labels ``(E, B)``.
+
+        :return: each member's mean loss ``(E,)`` and whether each pair is right ``(E, B)``
+        """
         n_members, batch = labels.shape
         both = th.cat([seg_0, seg_1], dim=1).reshape(n_members, -1, self.input_dim)
         with th.autocast(self.device.type, dtype=th.bfloat16, enabled=self.train_dtype == "bfloat16"):
@@ -257,12 +264,27 @@ class RewardModel:
         logits = returns.permute(0, 2, 1)  # (E, B, 2)
         target_1 = labels * (1 - 2 * self.label_margin) + self.label_margin
         targets = th.stack([1 - target_1, target_1], dim=-1)
-        # Each member's mean loss, summed over members, so every member gets the full gradient scale.
-        loss = -(targets * F.log_softmax(logits, dim=-1)).sum(-1).mean(-1).sum()
+        losses = -(targets * F.log_softmax(logits, dim=-1)).sum(-1).mean(-1)
         # Accuracy as B-Pref counts it: argmax of the two returns (a tie picks the first segment) against
         # the label, with "equal" labels counted as preferring the first segment; every pair counts.
         correct = (logits[..., 1] > logits[..., 0]) == (labels > 0.5)
-        return loss, correct.sum(), th.tensor(labels.numel())
+        return losses, correct
+
+    def _pair_loss(self, seg_0: th.Tensor, seg_1: th.Tensor, labels: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        """:return: the members' losses summed (each member gets the full gradient scale), pairs right, pairs counted"""
+        losses, correct = self._member_losses(seg_0, seg_1, labels)
+        return losses.sum(), correct.sum(), th.tensor(labels.numel())
+
+    def held_out_losses(self, tensors: tuple[th.Tensor, th.Tensor, th.Tensor], index: th.Tensor) -> tuple[th.Tensor, float]:
+        """
+        :param tensors: the dataset's ``(features_0, features_1, labels)`` tensors
+        :param index: ``(E, V)`` the pairs each member is scored on
+        :return: each member's Bradley-Terry loss on its pairs ``(E,)``, and their mean accuracy (no gradient)
+        """
+        seg_0, seg_1, labels = tensors
+        with th.no_grad():
+            losses, correct = self._member_losses(seg_0[index], seg_1[index], labels[index])
+        return losses, float(correct.float().mean())
 
     def train_epoch(self, dataset: "PreferenceDataset", rng: np.random.Generator) -> dict[str, float]:
         """
@@ -290,14 +312,22 @@ class RewardModel:
         rng: np.random.Generator,
         max_steps: Optional[int] = None,
         lr_for_step: Optional[Callable[[int], float]] = None,
+        member_pairs: Optional[th.Tensor] = None,
     ) -> dict[str, float]:
         """
         :param max_steps: stop the pass after this many minibatches (None: the whole pass)
         :param lr_for_step: learning rate of the pass's ``i``-th minibatch (None leaves it as it is)
+        :param member_pairs: ``(E, L)`` the pairs each member trains on (None: every pair)
         """
         seg_0_all, seg_1_all, labels_all = tensors
-        n_pairs = len(labels_all)
-        order = th.as_tensor(np.stack([rng.permutation(n_pairs) for _ in range(self.ensemble_size)]), device=self.device)
+        if member_pairs is None:
+            n_pairs = len(labels_all)
+            order = th.as_tensor(np.stack([rng.permutation(n_pairs) for _ in range(self.ensemble_size)]), device=self.device)
+        else:
+            # each member its own permutation of its own pairs
+            n_pairs = member_pairs.shape[1]
+            perms = th.as_tensor(np.stack([rng.permutation(n_pairs) for _ in range(self.ensemble_size)]), device=self.device)
+            order = th.gather(member_pairs, 1, perms)
         starts = range(0, n_pairs, self.train_batch_size)[:max_steps]
         total_loss, n_correct, n_counted, n_batches = 0.0, 0, 0, 0
         for step, start in enumerate(starts):
@@ -336,11 +366,12 @@ class RewardModel:
         :param max_epochs: the most passes over the data (B-Pref's ``re_update``)
         :param target_accuracy: stop after the first pass whose training accuracy exceeds it
         :param anneal_lr: decay the learning rate linearly to 0 over this round's gradient steps (and run them all)
-        :param schedule: ``"auto"`` (gradient steps in proportion to the new labels) or ``"bpref"`` (up to
-            ``max_epochs`` passes over all labels)
+        :param schedule: ``"auto"`` (early stop on held-out labels) or ``"bpref"`` (up to ``max_epochs``
+            passes over all labels, until the training accuracy exceeds ``target_accuracy``)
         :param n_new: labels added since the last round (``"auto"`` only); None: all of them
-        :param passes_per_new_label: ``"auto"``'s budget, in passes over the new labels
-        :return: ``{"loss", "accuracy"}`` of the last pass, ``"epochs"`` (passes) and ``"steps"`` (gradient steps)
+        :param passes_per_new_label: ``"auto"``'s least training per round, in passes over the new labels
+        :return: ``{"loss", "accuracy"}`` of the last pass, ``"epochs"`` (passes) and ``"steps"`` (gradient
+            steps); ``"auto"`` adds ``"held_out_loss"`` and ``"held_out_accuracy"`` (members on their held-out folds)
         """
         check_schedule(schedule)
         if max_epochs < 1:
@@ -350,6 +381,11 @@ class RewardModel:
         tensors = self._dataset_tensors(dataset)
         n_pairs = len(tensors[2])
         n_new = n_pairs if n_new is None else min(max(int(n_new), 0), n_pairs)
+        if schedule == "auto" and not anneal_lr and n_pairs >= N_FOLDS * MIN_FOLD:
+            min_steps = math.ceil(passes_per_new_label * n_new / self.train_batch_size)
+            return train_round_held_out(self, tensors, rng, min_steps, max_epochs)
+        if schedule == "auto" and not anneal_lr:
+            schedule = "bpref"  # too few labels to hold any out: B-Pref's round, cheap at this size
         n_steps = round_steps(schedule, n_pairs, n_new, self.train_batch_size, max_epochs, passes_per_new_label)
         return train_round(self, tensors, rng, n_steps, target_accuracy, anneal_lr)
 

@@ -7,16 +7,23 @@ Two schedules:
   stopping after the first pass whose training accuracy exceeds ``target_accuracy`` (0.97).
   On tasks whose pairs are hard to separate the stop never fires and each round costs
   ``re_update`` passes over all labels: the cost grows with labels x rounds.
-- ``"auto"`` (the default): the model is warm-started from the last round (as in B-Pref) and
-  trains for a budget of gradient steps that grows with the labels *new* in this round,
-  ``ceil(passes_per_new_label * n_new / train_batch_size)`` steps, capped by B-Pref's
-  ``max_epochs`` passes. Minibatches are drawn from all labels (each member its own
-  permutation), so old labels keep being revisited. B-Pref's accuracy stop still ends a round
-  early when it fires. The cost grows with the labels only, not labels x rounds.
+- ``"auto"`` (the default): early stopping on held-out labels. The labels are split by position
+  into :data:`N_FOLDS` folds; ensemble member ``m`` never trains on fold ``m`` and measures its
+  Bradley-Terry loss there after every pass (so each label is trained on by all members but at most
+  one, and the ensemble's mean uses every label). The model is warm-started from the last round;
+  a member whose held-out loss has not improved for ``patience`` passes (at least :data:`PATIENCE_PASSES`
+  passes and :data:`PATIENCE_STEPS` gradient steps) is done, and the round ends when all are done,
+  or after ``max_epochs`` passes. Each member then goes back to the weights of its best held-out
+  loss. A round also runs at least ``ceil(passes_per_new_label * n_new / train_batch_size)`` steps, so
+  the new labels are learnt. The stop measures generalisation, not training accuracy: warm-started
+  rounds end after a few passes once more labels no longer help, which is what keeps the cost down.
+  With fewer than :data:`MIN_FOLD` labels per fold there is nothing to hold out and a round follows
+  ``"bpref"`` (a cheap round: the data are tiny).
 
 With ``anneal_lr`` the learning rate decays linearly to 0 over the round's gradient steps
-(``lr * (1 - step / n_steps)``, so the last step uses ``lr / n_steps``) and the accuracy stop is
-off: a round that stopped early would end with the learning rate still high.
+(``lr * (1 - step / n_steps)``, so the last step uses ``lr / n_steps``) and no early stop applies: a
+round that stopped early would end with the learning rate still high. ``"auto"`` then runs the
+new-label budget (capped at ``max_epochs`` passes) on all labels, without holding any out.
 """
 
 import math
@@ -31,8 +38,18 @@ if TYPE_CHECKING:
 
 REWARD_SCHEDULES = ("auto", "bpref")
 TRAIN_DTYPES = ("auto", "float32", "bfloat16")
-#: ``"auto"`` schedule: passes over each round's new labels (in gradient steps; the minibatches mix old and new labels)
+#: ``"auto"``: the least a round trains, in passes over its new labels (as gradient steps on minibatches of all labels)
 PASSES_PER_NEW_LABEL = 10.0
+#: ``"auto"``: labels are split into this many held-out folds by position (member ``m`` holds out fold ``m``)
+N_FOLDS = 10
+#: ``"auto"``: the fewest labels per fold for early stopping; below ``N_FOLDS * MIN_FOLD`` labels a round follows ``"bpref"``
+MIN_FOLD = 3
+#: ``"auto"``: a member stops after this many passes without a held-out improvement ...
+PATIENCE_PASSES = 3
+#: ... and at least this many gradient steps (small datasets make one pass a single step)
+PATIENCE_STEPS = 20
+#: ``"auto"``: an improvement must lower the held-out loss by this fraction of the best so far
+MIN_REL_IMPROVEMENT = 1e-3
 
 
 def check_schedule(schedule: str, name: str = "schedule") -> str:
@@ -143,3 +160,70 @@ def train_round(
         for group in model.optimizer.param_groups:
             group["lr"] = model.lr
     return {**stats, "epochs": float(epochs), "steps": float(done)}
+
+
+def held_out_folds(n_pairs: int, ensemble_size: int, device: th.device) -> tuple[th.Tensor, th.Tensor]:
+    """
+    Split pairs ``0..n_pairs-1`` by position into :data:`N_FOLDS` folds (pair ``i`` is in fold ``i % N_FOLDS``);
+    member ``m`` holds out fold ``m % N_FOLDS``. Rows are cut to the shortest fold (sizes differ by at most
+    one), so the members stack into one batched pass.
+
+    :return: ``(E, L)`` the pairs each member trains on, ``(E, V)`` the pairs it is scored on
+    """
+    index = np.arange(n_pairs)
+    folds = [index[index % N_FOLDS == m % N_FOLDS] for m in range(ensemble_size)]
+    trains = [index[index % N_FOLDS != m % N_FOLDS] for m in range(ensemble_size)]
+    n_val, n_train = min(map(len, folds)), min(map(len, trains))
+    as_tensor = lambda rows: th.as_tensor(np.stack(rows), device=device)  # noqa: E731
+    return as_tensor([t[:n_train] for t in trains]), as_tensor([f[:n_val] for f in folds])
+
+
+def train_round_held_out(
+    model: "RewardModel",
+    tensors: tuple[th.Tensor, th.Tensor, th.Tensor],
+    rng: np.random.Generator,
+    min_steps: int,
+    max_epochs: int,
+) -> dict[str, float]:
+    """
+    The ``"auto"`` round: passes over each member's training folds until no member's held-out loss
+    has improved (by :data:`MIN_REL_IMPROVEMENT` of its best) for ``patience`` passes, at least
+    ``min_steps`` steps and at most ``max_epochs`` passes; then each member returns to the weights of
+    its best held-out loss (the warm start counts: a round that only hurts a member leaves it as it was).
+
+    :return: ``{"loss", "accuracy"}`` of the last pass, ``"epochs"``, ``"steps"``, and the restored
+        members' ``"held_out_loss"`` (mean) and ``"held_out_accuracy"``
+    """
+    train_pairs, val_pairs = held_out_folds(len(tensors[2]), model.ensemble_size, model.device)
+    steps_per_epoch = math.ceil(train_pairs.shape[1] / model.train_batch_size)
+    patience = max(PATIENCE_PASSES, math.ceil(PATIENCE_STEPS / steps_per_epoch))
+    params = list(model.ensemble.parameters())  # every one is (E, ...): member m is row m
+    best_params = [p.detach().clone() for p in params]
+    best_loss, _ = model.held_out_losses(tensors, val_pairs)
+    since_best = th.zeros(model.ensemble_size, dtype=th.long, device=model.device)
+    stats: dict[str, float] = {}
+    done, epochs = 0, 0
+    while epochs < max_epochs:
+        stats = model._train_epoch(tensors, rng, member_pairs=train_pairs)
+        done += steps_per_epoch
+        epochs += 1
+        losses, _ = model.held_out_losses(tensors, val_pairs)
+        improved = losses < best_loss * (1.0 - MIN_REL_IMPROVEMENT)
+        best_loss = th.where(improved, losses, best_loss)
+        since_best = th.where(improved, 0, since_best + 1)
+        with th.no_grad():
+            for param, best in zip(params, best_params):
+                best[improved] = param[improved]
+        if done >= min_steps and bool((since_best >= patience).all()):
+            break
+    with th.no_grad():
+        for param, best in zip(params, best_params):
+            param.copy_(best)
+    losses, accuracy = model.held_out_losses(tensors, val_pairs)
+    return {
+        **stats,
+        "epochs": float(epochs),
+        "steps": float(done),
+        "held_out_loss": float(losses.mean()),
+        "held_out_accuracy": accuracy,
+    }

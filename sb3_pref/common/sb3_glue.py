@@ -69,8 +69,8 @@ class PreferenceRewardMixin(RLHFMixin):
         gradient steps (all of them are run: no early stop)
     :param segment_capacity: transitions kept for drawing query segments
     :param entropy_k: k of the k-NN state-entropy reward
-    :param reward_schedule: how much the reward model trains per round: ``"auto"`` (default; a budget of
-        gradient steps in proportion to the round's new labels, at most ``re_update`` passes) or
+    :param reward_schedule: how much the reward model trains per round: ``"auto"`` (default; passes until
+        the members' loss on held-out labels stops improving, at most ``re_update`` passes) or
         ``"bpref"`` (B-Pref's: up to ``re_update`` passes over all labels); see
         :mod:`sb3_pref.common.reward_training`
     :param reference_policy: RLHF fine-tuning (docs/howto-finetune.md): penalise the learned reward per

@@ -143,7 +143,7 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
         choices=["bpref", "auto"],
         default="bpref",
         help="reward-model training per round: bpref (B-Pref's, up to --re-update passes over all labels) or "
-        "auto (the library default: gradient steps in proportion to the round's new labels)",
+        "auto (the library default: early stop on held-out labels, at most --re-update passes)",
     )
     reward.add_argument(
         "--re-train-dtype",

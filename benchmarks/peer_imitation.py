@@ -1,0 +1,206 @@
+"""
+Side by side with the peer library: ``PPO_REWARD`` against imitation 1.0.1's preference comparisons.
+
+One run per call, in the interpreter of the library it runs: imitation pins old SB3 and gymnasium
+versions, so it lives in its own virtual environment (``python -m venv --system-site-packages
+/work/venvs/imitation && /work/venvs/imitation/bin/pip install imitation==1.0.1``; torch comes from the
+system site). Both get the PPO settings of imitation's preference-comparisons tutorial (8 envs x 256
+steps, batch 64, 10 epochs, lr 2e-3, entropy 0.01, clip 0.1, gae 0.95, gamma 0.97, 32x32 networks), the
+same env steps and the same number of oracle comparisons. imitation keeps its tutorial's reward net
+(``BasicRewardNet`` with ``RunningNorm``), fragments of 100 steps, 5 iterations on a hyperbolic query
+schedule, 3 reward epochs (x4 on the first). ``PPO_REWARD`` keeps the defaults of ``RewardModel`` and
+of its reward schedule; its queries come in 5 rounds of equal size; it pretrains on state entropy for
+one rollout. The score is the mean true return of the final policy over 10 deterministic episodes::
+
+    /work/venvs/imitation/bin/python benchmarks/peer_imitation.py run --library imitation --env Pendulum-v1 --seed 0
+    python benchmarks/peer_imitation.py run --library sb3_pref --env Pendulum-v1 --seed 0
+    python benchmarks/peer_imitation.py table   # benchmarks/results/peer/*.json -> benchmarks/peer_imitation.md
+"""
+
+import argparse
+import glob
+import json
+import os
+import platform
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results", "peer")
+PPO_SETTINGS = dict(
+    n_steps=256, batch_size=64, ent_coef=0.01, learning_rate=2e-3, clip_range=0.1, gae_lambda=0.95, gamma=0.97, n_epochs=10
+)
+N_ENVS, ITERATIONS = 8, 5
+
+
+def evaluate(policy: Any, env_id: str, seed: int, episodes: int = 10) -> float:
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    returns = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=10_000 + seed * 100 + episode)
+        done, total = False, 0.0
+        while not done:
+            action, _ = policy.predict(obs, deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    return float(np.mean(returns))
+
+
+def run_imitation(env_id: str, seed: int, steps: int, comparisons: int) -> Any:
+    from imitation.algorithms import preference_comparisons as pc
+    from imitation.policies.base import FeedForward32Policy, NormalizeFeaturesExtractor
+    from imitation.rewards.reward_nets import BasicRewardNet
+    from imitation.util.networks import RunningNorm
+    from imitation.util.util import make_vec_env
+    from stable_baselines3 import PPO
+
+    rng = np.random.default_rng(seed)
+    venv = make_vec_env(env_id, rng=rng, n_envs=N_ENVS)
+    reward_net = BasicRewardNet(venv.observation_space, venv.action_space, normalize_input_layer=RunningNorm)
+    trainer = pc.BasicRewardTrainer(
+        preference_model=pc.PreferenceModel(reward_net), loss=pc.CrossEntropyRewardLoss(), epochs=3, rng=rng
+    )
+    agent = PPO(
+        policy=FeedForward32Policy,
+        policy_kwargs=dict(
+            features_extractor_class=NormalizeFeaturesExtractor, features_extractor_kwargs=dict(normalize_class=RunningNorm)
+        ),
+        env=venv,
+        seed=seed,
+        **PPO_SETTINGS,
+    )
+    generator = pc.AgentTrainer(algorithm=agent, reward_fn=reward_net, venv=venv, exploration_frac=0.05, rng=rng)
+    comparisons_run = pc.PreferenceComparisons(
+        generator,
+        reward_net,
+        num_iterations=ITERATIONS,
+        fragmenter=pc.RandomFragmenter(warning_threshold=0, rng=rng),
+        preference_gatherer=pc.SyntheticGatherer(rng=rng),
+        reward_trainer=trainer,
+        fragment_length=100 if env_id.startswith("Pendulum") else 25,
+        transition_oversampling=1,
+        initial_comparison_frac=0.1,
+        allow_variable_horizon=env_id.startswith("CartPole"),
+        initial_epoch_multiplier=4,
+        query_schedule="hyperbolic",
+    )
+    comparisons_run.train(total_timesteps=steps, total_comparisons=comparisons)
+    return agent
+
+
+def run_sb3_pref(env_id: str, seed: int, steps: int, comparisons: int) -> Any:
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from sb3_pref import PPO_REWARD
+    from sb3_pref.common.reward_model import RewardModel
+
+    venv = make_vec_env(env_id, n_envs=N_ENVS, seed=seed)
+    per_round = comparisons // ITERATIONS
+    model = PPO_REWARD(
+        "MlpPolicy",
+        venv,
+        reward_model=RewardModel(venv.observation_space, venv.action_space, mb_size=per_round, seed=seed),
+        teacher="oracle",
+        max_feed=comparisons,
+        num_interaction=steps // ITERATIONS,
+        unsuper_step=N_ENVS * PPO_SETTINGS["n_steps"],
+        unsuper_n_epochs=PPO_SETTINGS["n_epochs"],
+        policy_kwargs=dict(net_arch=[32, 32]),
+        seed=seed,
+        **PPO_SETTINGS,
+    )
+    model.learn(steps)
+    return model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run")
+    run.add_argument("--library", choices=["imitation", "sb3_pref"], required=True)
+    run.add_argument("--env", default="Pendulum-v1")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--steps", type=int, default=20_480)
+    run.add_argument("--comparisons", type=int, default=200)
+    sub.add_parser("table")
+    args = parser.parse_args()
+    if args.command == "table":
+        return table()
+    import torch as th
+
+    th.set_num_threads(1)
+    load = os.getloadavg()[0]
+    wall, cpu = time.perf_counter(), time.process_time()
+    runner = run_imitation if args.library == "imitation" else run_sb3_pref
+    policy = runner(args.env, args.seed, args.steps, args.comparisons)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    score = evaluate(policy, args.env, args.seed)
+    import stable_baselines3
+
+    record = {
+        "library": args.library,
+        "env": args.env,
+        "seed": args.seed,
+        "steps": args.steps,
+        "comparisons": args.comparisons,
+        "wall": wall,
+        "cpu": cpu,
+        "return": score,
+        "load_before": load,
+        "sb3": stable_baselines3.__version__,
+        "python": platform.python_version(),
+    }
+    print(json.dumps(record))
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, f"{args.library}_{args.env}_{args.seed}.json"), "w") as file:
+        json.dump(record, file, indent=1)
+
+
+def table() -> None:
+    records = [json.load(open(path)) for path in sorted(glob.glob(os.path.join(RESULTS, "*.json")))]
+    cpu_name = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    lines = [
+        "# PPO_REWARD against imitation 1.0.1 (preference comparisons), side by side",
+        "",
+        f"CPU: {cpu_name}, 2 cores **shared with other jobs** (load average at each run's start is listed): CPU "
+        "seconds are the figure to compare. One torch thread per run; runs one after another. See "
+        "`benchmarks/peer_imitation.py` for the settings.",
+        "",
+        "| env | library | seed | steps | comparisons | CPU (s) | wall (s) | load | true return (10 episodes) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(records, key=lambda r: (r["env"], r["library"], r["seed"])):
+        lines.append(
+            f"| {r['env']} | {r['library']} (SB3 {r['sb3']}) | {r['seed']} | {r['steps']} | {r['comparisons']} | "
+            f"{r['cpu']:.1f} | {r['wall']:.1f} | {r['load_before']:.1f} | {r['return']:.1f} |"
+        )
+    lines += ["", "Medians over seeds (CPU ratio = PPO_REWARD / imitation):", ""]
+    for env in sorted({r["env"] for r in records}):
+        by = {lib: [r for r in records if r["env"] == env and r["library"] == lib] for lib in ("sb3_pref", "imitation")}
+        if not all(by.values()):
+            continue
+        med = {
+            lib: (statistics.median(r["cpu"] for r in rs), statistics.median(r["return"] for r in rs))
+            for lib, rs in by.items()
+        }
+        lines.append(
+            f"- {env}: sb3_pref CPU {med['sb3_pref'][0]:.1f} s, return {med['sb3_pref'][1]:.1f} "
+            f"({len(by['sb3_pref'])} seeds); "
+            f"imitation CPU {med['imitation'][0]:.1f} s, return {med['imitation'][1]:.1f} ({len(by['imitation'])} seeds); "
+            f"CPU ratio {med['sb3_pref'][0] / med['imitation'][0]:.2f}"
+        )
+    report = "\n".join(lines) + "\n"
+    print(report)
+    with open(os.path.join(HERE, "peer_imitation.md"), "w") as file:
+        file.write(report)
+
+
+if __name__ == "__main__":
+    main()
