@@ -108,9 +108,14 @@ def _blocks(features: Optional[Features]) -> list[ArrayLike]:
     return list(features)
 
 
+def _writable(array: np.ndarray) -> th.Tensor:
+    # The dataset hands out read-only views (PreferenceDataset); torch warns on those, so their rows are copied.
+    return th.as_tensor(array if array.flags.writeable else array.copy())
+
+
 def _rows(blocks: list[ArrayLike], start: int, stop: int) -> th.Tensor:
     # Slicing before converting keeps a 20k-row float64 numpy array from being copied whole.
-    parts = [th.as_tensor(np.asarray(b[start:stop]) if not isinstance(b, th.Tensor) else b[start:stop]) for b in blocks]
+    parts = [b[start:stop] if isinstance(b, th.Tensor) else _writable(np.asarray(b[start:stop])) for b in blocks]
     return th.cat([p.reshape(stop - start, -1).to(th.float32) for p in parts], dim=1)
 
 
