@@ -6,13 +6,16 @@ Both work for any on-policy algorithm whose ``collect_rollouts`` calls the callb
 (PPO, A2C, RecurrentPPO); the algorithm side lives in :mod:`sb3_pref.common.sb3_glue`.
 """
 
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 
 from sb3_pref.common.preprocessing import FeatureEncoder
+
+if TYPE_CHECKING:
+    from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 
 # Values logged as ``reward/phase``.
 PHASE_PRETRAIN, PHASE_PREFERENCE, PHASE_TRUE_REWARD = 0, 1, 2
@@ -60,13 +63,15 @@ class RolloutRecorder(BaseCallback):
     call) and hands the finished rollout to the algorithm at ``on_rollout_end``.
     """
 
+    model: "PreferenceRewardMixin"  # for type checkers: the algorithm it records for
+
     def _on_rollout_start(self) -> None:
         self.model._begin_rollout()
         self._records: dict[str, list[np.ndarray]] = {key: [] for key in ("obs", "actions", "true", "seen", "dones", "next")}
         self._info_keys = self.model._segment_info_keys()
         self._extras: dict[str, list[np.ndarray]] = {key: [] for key in self._info_keys}
         vec_normalize = self.model.get_vec_normalize_env()
-        self._prev_obs = self._encode(vec_normalize.get_original_obs() if vec_normalize is not None else self.model._last_obs)
+        self._prev_obs = self._encode(vec_normalize.get_original_obs() if vec_normalize is not None else self.model._last_obs)  # type: ignore[arg-type]
 
     def _encode(self, raw_obs: Union[np.ndarray, dict]) -> np.ndarray:
         """Flat features of the part of a batch of raw observations the reward model sees."""
@@ -84,7 +89,7 @@ class RolloutRecorder(BaseCallback):
         records["true"].append(np.asarray(true_rewards, dtype=np.float32).copy())
         # Copied now: SB3 adds the time-limit bootstrap to this array in place right after the callbacks.
         records["seen"].append(np.asarray(rewards, dtype=np.float32).copy())
-        records["dones"].append(np.asarray(self.model._segment_ends(dones, self.locals["infos"]), dtype=bool).copy())
+        records["dones"].append(np.asarray(self.model._segment_ends(dones, self.locals["infos"]), dtype=bool).copy())  # type: ignore[type-var]
         for key in self._info_keys:
             self._extras[key].append(
                 np.stack([np.asarray(info[key], dtype=np.float64).ravel() for info in self.locals["infos"]])

@@ -74,7 +74,7 @@ def _pack_pair(seg_0: SegmentBatch, seg_1: SegmentBatch, index: int) -> bytes:
         for name, values in segments.extras.items():
             arrays[f"extra_{side}_{name}"] = values[index]
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]  # numpy's stub types allow_pickle only
     return buffer.getvalue()
 
 
@@ -165,7 +165,7 @@ class LabelStore:
                     blob,
                 ),
             )
-            return int(cursor.lastrowid)
+            return int(cursor.lastrowid)  # type: ignore[arg-type]  # set after an INSERT
 
     def record_answer(self, query_id: int, choice: str) -> bool:
         """

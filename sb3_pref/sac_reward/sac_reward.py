@@ -123,8 +123,8 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PP
                 raise ValueError("reward_model was given both positionally and as a keyword: pass it once")
             if not isinstance(learning_rate, (str, gym.Env, VecEnv)):
                 raise ValueError("with the reward model first, the order is SAC_REWARD(reward_model, policy, env, ...)")
-            reward_model, policy, env, learning_rate = policy, env, learning_rate, 3e-4
-        _check_action_space(env)
+            reward_model, policy, env, learning_rate = policy, env, learning_rate, 3e-4  # type: ignore[assignment]
+        _check_action_space(env)  # type: ignore[arg-type]
         if isinstance(env, str) and _init_setup_model:
             # SB3 would make the env inside; make it here to check its action space first.
             env = gym.make(env)
