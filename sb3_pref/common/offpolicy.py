@@ -210,7 +210,7 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
 
     # ---------------------------------------------------------------- training
     def train(self, gradient_steps: int, batch_size: int = 64) -> None:  # type: ignore[override]  # OffPolicyAlgorithm's
-        algorithm_train: Any = super(PreferenceRewardMixin, self).train  # type: ignore[misc]
+        algorithm_train: Any = super(PreferenceRewardMixin, self).train
         gradient_steps += self._pending_reset_updates
         self._pending_reset_updates = 0
         if self._rollout_phase != PHASE_PRETRAIN or self.entropy_reward is None:

@@ -6,7 +6,7 @@ Both work for any on-policy algorithm whose ``collect_rollouts`` calls the callb
 (PPO, A2C, RecurrentPPO); the algorithm side lives in :mod:`sb3_pref.common.sb3_glue`.
 """
 
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Union, cast
 
 import numpy as np
 from stable_baselines3.common.buffers import RolloutBuffer
@@ -75,10 +75,10 @@ class RolloutRecorder(BaseCallback):
 
     def _encode(self, raw_obs: Union[np.ndarray, dict]) -> np.ndarray:
         """Flat features of the part of a batch of raw observations the reward model sees."""
-        return self.model._pref_encoder.encode_obs(self.model._reward_observation(raw_obs))
+        return cast(FeatureEncoder, self.model._pref_encoder).encode_obs(self.model._reward_observation(raw_obs))
 
     def _on_step(self) -> bool:
-        encoder: FeatureEncoder = self.model._pref_encoder
+        encoder = cast(FeatureEncoder, self.model._pref_encoder)  # set up before the first rollout
         vec_normalize = self.model.get_vec_normalize_env()
         rewards, dones = self.locals["rewards"], self.locals["dones"]
         true_rewards = vec_normalize.get_original_reward() if vec_normalize is not None else rewards
@@ -89,7 +89,7 @@ class RolloutRecorder(BaseCallback):
         records["true"].append(np.asarray(true_rewards, dtype=np.float32).copy())
         # Copied now: SB3 adds the time-limit bootstrap to this array in place right after the callbacks.
         records["seen"].append(np.asarray(rewards, dtype=np.float32).copy())
-        records["dones"].append(np.asarray(self.model._segment_ends(dones, self.locals["infos"]), dtype=bool).copy())  # type: ignore[type-var]
+        records["dones"].append(np.asarray(self.model._segment_ends(dones, self.locals["infos"]), dtype=bool).copy())
         for key in self._info_keys:
             self._extras[key].append(
                 np.stack([np.asarray(info[key], dtype=np.float64).ravel() for info in self.locals["infos"]])

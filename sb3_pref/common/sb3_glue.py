@@ -379,7 +379,7 @@ class PreferenceRewardMixin(RLHFMixin):
 
     def _reset_value_head(self) -> None:
         """Re-initialise the value head (as SB3 initialises it) when the reward it predicted changes."""
-        value_net: nn.Linear = self.policy.value_net  # type: ignore[assignment]
+        value_net: nn.Linear = self.policy.value_net
         for parameter in value_net.parameters():
             self.policy.optimizer.state.pop(parameter, None)
         if self.zero_value_head:  # the RLHF document's N(0, 0) value head

@@ -28,7 +28,8 @@ def _check_action_space(env: Union[GymEnv, str, None]) -> None:
         )
 
 
-class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PPO_REWARD
+# The mixins are typed against OnPolicyAlgorithm (their usual host), hence the ignore: SAC's members win at run time.
+class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # type: ignore[misc]  # B-Pref-style name, beside PPO_REWARD
     """
     Soft Actor-Critic on a learned reward: PEBBLE, B-Pref's off-policy preference learner.
 
