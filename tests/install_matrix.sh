@@ -29,7 +29,7 @@ echo "sdist carries docs/, tests/, benchmarks/, examples/, mkdocs.yml, LICENSE, 
 
 smoke_py='
 import warnings, importlib.util, gymnasium as gym
-# Our version-clash warning fails the smoke test (other libraries' warnings, e.g. gymnasium's env checker, do not).
+# Our version-clash warning fails the smoke test (warnings of other libraries, e.g. the env checker of gymnasium, do not).
 warnings.filterwarnings("error", message=".*dm_control tasks will fail.*", category=UserWarning)
 import sb3_pref
 from sb3_pref.envs import make_vec_dmcontrol_env

@@ -114,7 +114,7 @@ def test_mypy_is_clean_on_the_typed_packages():
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     packages = [flag for package in MYPY_CLEAN_PACKAGES for flag in ("-p", package)]
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", *packages, "sb3_pref/__init__.py"],
+        [sys.executable, "-m", "mypy", *packages, "-m", "sb3_pref"],
         cwd=repo,
         capture_output=True,
         text=True,
