@@ -74,7 +74,8 @@ for p in ("mujoco", "dm-control", "metaworld"):
     try: out.append(f"{p} {v(p)}")
     except E: pass
 print(", ".join(out))')"
-  smoke="$(cd "$work" && "$venv/bin/python" -c "$smoke_py" 2>&1 | tail -1)"
+  # stdout only (library warnings go to the log), so the one summary line is kept whole.
+  smoke="$(cd "$work" && "$venv/bin/python" -c "$smoke_py" 2>>"$log" | tail -1)"
   echo "| $name | $steps | $versions | $check | $smoke |"
   [[ "$check" == "No broken requirements found." && "$smoke" == *ok ]]
 }
