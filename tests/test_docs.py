@@ -149,3 +149,19 @@ def test_mkdocs_build_strict(tmp_path):
     api = (tmp_path / "site" / "api-core" / "index.html").read_text(encoding="utf-8")
     assert not re.search(r":(class|func|meth):<code>", api)
     assert 'href="#sb3_pref.common.reward_model.RewardModel"' in api
+    # Sphinx's literal-block marker prints as one colon, as Sphinx prints it, not as "work::".
+    algorithms = (tmp_path / "site" / "api-algorithms" / "index.html").read_text(encoding="utf-8")
+    assert "work::" not in algorithms and "Both call shapes work:" in algorithms
+    # The ecosystem pages are built, and every committed report is in the navigation.
+    for page in ("installation", "can-i-use", "rl-zoo", "ecosystem", "changelog", "citing", "contributing"):
+        assert (tmp_path / "site" / page / "index.html").exists(), page
+    reports = sorted(
+        os.path.relpath(os.path.join(folder, name), os.path.join(REPO, "benchmarks"))[:-3]
+        for folder, _, names in os.walk(os.path.join(REPO, "benchmarks"))
+        for name in names
+        if name.endswith(".md")
+    )
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    for report in reports:
+        link = ("reports/" + report.replace(os.sep, "/") + "/").replace("README/", "")  # README.md is its folder's index
+        assert f'href="{link}"' in index, f"{link} is not in the navigation"

@@ -196,3 +196,17 @@ def test_mixed_rules_keep_the_uncertain_half_then_spread():
     assert set(select_queries("kcenter", 2, obs_0=obs, obs_1=obs).tolist()) <= {0, 2, 4, 6}
     # n above half the candidates: the pool is n, so all n most uncertain are returned
     assert set(select_queries(4, 5, gap, returns_1, obs, obs).tolist()) == {1, 3, 5, 7, 0}
+
+
+def test_kcenter_on_read_only_dataset_views_gives_no_torch_warning():
+    import warnings
+
+    rng = np.random.default_rng(0)
+    candidates, labelled = rng.normal(size=(40, 2, 3)), rng.normal(size=(7, 2, 3))
+    expected = kcenter_greedy(candidates, labelled, 5)
+    for array in (candidates, labelled):
+        array.flags.writeable = False  # as PreferenceDataset's features_0 / features_1 are
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's "NumPy array is not writable" warning would raise here
+        chosen = kcenter_greedy(candidates, labelled, 5)
+    np.testing.assert_array_equal(chosen, expected)

@@ -71,3 +71,32 @@ def test_version_check_names_the_clash_and_accepts_the_pinned_pair():
     assert find_mujoco_clashes(None, {"dm-control": ("1.0.50", ["mujoco>=3.3.8"])}) == []
     # This environment was installed from our extras: no clash.
     assert check_mujoco_versions(warn=False) == []
+
+
+def test_setup_metadata_extras_and_license(monkeypatch):
+    import runpy
+
+    import setuptools
+    from packaging.requirements import Requirement
+
+    from sb3_pref.envs.versions import TESTED_PINS
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    captured = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: captured.update(kwargs))
+    monkeypatch.chdir(repo)
+    runpy.run_path(os.path.join(repo, "setup.py"))
+    extras = {name: [Requirement(line) for line in lines] for name, lines in captured["extras_require"].items()}
+    # pygame-ce, the fork gymnasium and SB3 use: both installed would overwrite each other's files.
+    human = {requirement.name for requirement in extras["human"]}
+    assert "pygame-ce" in human and "pygame" not in {r.name for lines in extras.values() for r in lines}
+    # dmc and metaworld pin the same MuJoCo, and the import-time check names that pair.
+    mujoco = {str(r) for name in ("dmc", "metaworld") for r in extras[name] if r.name == "mujoco"}
+    assert mujoco == {"mujoco==3.3.0"} and set(TESTED_PINS) <= {str(r) for r in extras["dmc"]}
+    with open(os.path.join(repo, "LICENSE")) as handle:
+        assert handle.readline().strip() == f"{captured['license']} License"
+    assert "License :: OSI Approved :: MIT License" in captured["classifiers"]
+    python = "Programming Language :: Python :: 3."
+    versions = {c.rsplit(" :: ", 1)[1] for c in captured["classifiers"] if c.startswith(python)}
+    assert {"3.9", "3.11", "3.13"} <= versions and captured["python_requires"] == ">=3.9"
+    assert captured["project_urls"] and "zoo/hyperparams/*.yml" in captured["package_data"]["sb3_pref"]

@@ -95,3 +95,31 @@ def test_both_a_model_and_its_kwargs_are_refused():
     reward_model = RewardModel(env.observation_space, env.action_space)
     with pytest.raises(ValueError, match="reward_model and reward_model_kwargs were both given"):
         PPO_REWARD("MlpPolicy", env, reward_model=reward_model, reward_model_kwargs={"lr": 1e-3})
+
+
+# Packages mypy must find clean. sb3_pref.rl2 and sb3_pref.experiments still have errors (79 on 2026-11-23,
+# mostly VecEnv observation unions and sb3-contrib's LSTM-typed recurrent policy): add them here once clean.
+MYPY_CLEAN_PACKAGES = (
+    "sb3_pref.common", "sb3_pref.ppo_reward", "sb3_pref.sac_reward", "sb3_pref.envs", "sb3_pref.human", "sb3_pref.zoo",
+)  # fmt: skip
+
+
+def test_mypy_is_clean_on_the_typed_packages():
+    """``py.typed`` is shipped: the packages a user imports type-check, under the project's SB3-style mypy settings."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("mypy", reason="pip install sb3_pref[tests]")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    packages = [flag for package in MYPY_CLEAN_PACKAGES for flag in ("-p", package)]
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", *packages, "-m", "sb3_pref"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": repo},
+    )
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+    assert "Success: no issues found" in result.stdout

@@ -3,6 +3,7 @@ MkDocs hook: publishes the committed reports under ``benchmarks/`` (Markdown pag
 figures and tables; ``README.md`` becomes the index) as ``reports/...`` in the site, and lists them
 on ``benchmarks.md`` where it says ``<!-- benchmark-reports -->``. A report added to ``benchmarks/``
 appears without a docs edit, and ``mkdocs build --strict`` checks its links like any other page.
+The reports are also listed in the navigation, under the Benchmarks entry.
 """
 
 import os
@@ -29,6 +30,16 @@ def _title(path):
             if line.startswith("# "):
                 return line[2:].strip()
     return os.path.splitext(os.path.basename(path))[0]
+
+
+def on_config(config):
+    # "Benchmarks: benchmarks.md" becomes a section: the page, then one entry per committed report.
+    reports = [{_title(path): uri} for path, uri in _reports(config) if uri.endswith(".md")]
+    for index, item in enumerate(config["nav"] or []):
+        if isinstance(item, dict) and list(item.values()) == ["benchmarks.md"] and reports:
+            title = next(iter(item))
+            config["nav"][index] = {title: [{"Overview": "benchmarks.md"}, *reports]}
+    return config
 
 
 def on_files(files, config):

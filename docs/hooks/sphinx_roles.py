@@ -2,8 +2,10 @@
 MkDocs hook: turns the Sphinx roles of our docstrings (``:class:`~a.b.C```, ``:func:`f```, ...) into
 cross-references. mkdocstrings renders them as the literal text ``:class:`` followed by code; here each
 becomes an optional autoref, which mkdocs-autorefs links when the target has an API entry and leaves as
-plain code otherwise. Short names (``:class:`RewardModel```) are looked up among the public names of
-the package's modules, so docstrings can stay as readable as they are in the source.
+plain code otherwise. A paragraph that ends in Sphinx's literal-block marker (``... work::`` before an
+indented example) ends in one colon, as Sphinx prints it. Short names (``:class:`RewardModel```) are
+looked up among the public names of the package's modules, so docstrings can stay as readable as they
+are in the source.
 """
 
 import importlib
@@ -11,6 +13,7 @@ import inspect
 import pkgutil
 import re
 
+LITERAL_MARKER = re.compile(r"(\S)::</p>")
 ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|obj|exc):<code>(~?)([\w.]+)</code>")
 
 
@@ -47,4 +50,4 @@ def on_page_content(html, page, config, files):
         title = target.rsplit(".", 1)[-1] if short else target
         return f'<autoref identifier="{identifier}" optional><code>{title}</code></autoref>'
 
-    return ROLE.sub(link, html)
+    return LITERAL_MARKER.sub(r"\1:</p>", ROLE.sub(link, html))

@@ -17,7 +17,7 @@ The replay buffer already holds the raw (never VecNormalize-d) observations SB3 
 actions in the policy's [-1, 1] scale: both are re-encoded on the fly, so no extra memory is needed.
 """
 
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Union, cast
 
 import numpy as np
 import torch as th
@@ -26,6 +26,8 @@ from stable_baselines3.common.vec_env import VecNormalize
 from torch import nn
 
 from sb3_pref.common.entropy import StateEntropyReward
+from sb3_pref.common.learner import PreferenceLearner
+from sb3_pref.common.preprocessing import FeatureEncoder
 from sb3_pref.common.rollout import PHASE_PRETRAIN, PHASE_TRUE_REWARD
 from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 
@@ -88,14 +90,14 @@ class _EntropyRewardSampler:
         data = self.buffer.sample(batch_size, env=None)
         algorithm = self.algorithm
         raw_obs = _to_numpy(data.observations)
-        features = algorithm._pref_encoder.encode_obs(algorithm._reward_observation(raw_obs))
-        intrinsic = algorithm.entropy_reward.score(features)
+        features = algorithm._pref_encoder.encode_obs(algorithm._reward_observation(raw_obs))  # type: ignore[union-attr]
+        intrinsic = algorithm.entropy_reward.score(features)  # type: ignore[union-attr]
         self.rewards.append(float(intrinsic.mean()))
         if env is not None:
             device = data.rewards.device
             data = data._replace(
-                observations=_normalized(env, raw_obs, device),
-                next_observations=_normalized(env, _to_numpy(data.next_observations), device),
+                observations=_normalized(env, raw_obs, device),  # type: ignore[arg-type]
+                next_observations=_normalized(env, _to_numpy(data.next_observations), device),  # type: ignore[arg-type]
             )
         return data._replace(rewards=th.as_tensor(intrinsic, device=data.rewards.device).reshape(data.rewards.shape))
 
@@ -123,6 +125,11 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
     :param args: the algorithm's positional arguments
     :param kwargs: the algorithm's and :class:`PreferenceRewardMixin`'s keyword arguments
     """
+
+    # For type checkers: the off-policy algorithm's attributes (the mixins' typed base is on-policy);
+    # replay_buffer is swapped for an _EntropyRewardSampler during pretraining updates.
+    learning_starts: int
+    replay_buffer: Any
 
     def __init__(self, *args: Any, reset_update: int = 100, relabel_chunk_size: int = 16384, **kwargs: Any) -> None:
         for name, value, minimum in (("reset_update", reset_update, 0), ("relabel_chunk_size", relabel_chunk_size, 1)):
@@ -158,7 +165,7 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
         self.entropy_reward.add(obs.reshape(seen.size, -1))
 
     def _reward_version(self) -> tuple:
-        learner = self.pref_learner
+        learner = cast(PreferenceLearner, self.pref_learner)  # relabelling happens only with a reward model
         return (learner.reward_model.n_updates, learner.reward_shift, learner.reward_scale)
 
     def _write_rewards(self, predicted: np.ndarray, seen: np.ndarray) -> None:
@@ -176,8 +183,8 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
 
         :return: the number of transitions relabelled
         """
-        learner = self.pref_learner
-        encoder = self._pref_encoder
+        learner = cast(PreferenceLearner, self.pref_learner)
+        encoder = cast(FeatureEncoder, self._pref_encoder)
 
         def reward_fn(obs: Observation, buffer_actions: np.ndarray) -> np.ndarray:
             # The reward model saw env actions (what the recorder copies); the buffer holds them in [-1, 1].
@@ -192,7 +199,8 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
 
     def _reset_value_head(self) -> None:
         """PEBBLE resets the critic (both Q-networks, their target copy and the critic's optimizer), not the actor or alpha."""
-        critic, target = self.policy.critic, self.policy.critic_target
+        policy: Any = self.policy  # a SACPolicy
+        critic, target = policy.critic, policy.critic_target
         for module in (layer for q_net in critic.q_networks for layer in q_net.modules()):
             if isinstance(module, nn.Linear):
                 module.reset_parameters()
@@ -201,8 +209,8 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
         self._pending_reset_updates = self.reset_update
 
     # ---------------------------------------------------------------- training
-    def train(self, gradient_steps: int, batch_size: int = 64) -> None:
-        algorithm_train = super(PreferenceRewardMixin, self).train
+    def train(self, gradient_steps: int, batch_size: int = 64) -> None:  # type: ignore[override]  # OffPolicyAlgorithm's
+        algorithm_train: Any = super(PreferenceRewardMixin, self).train
         gradient_steps += self._pending_reset_updates
         self._pending_reset_updates = 0
         if self._rollout_phase != PHASE_PRETRAIN or self.entropy_reward is None:

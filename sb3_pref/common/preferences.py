@@ -229,7 +229,7 @@ class PreferenceDataset:
         handle, tmp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".npz")
         try:
             with os.fdopen(handle, "wb") as file:
-                np.savez(file, **self.state_dict())
+                np.savez(file, **self.state_dict())  # type: ignore[arg-type]  # numpy's stub types allow_pickle only
                 file.flush()
                 os.fsync(file.fileno())
             os.replace(tmp_path, path)

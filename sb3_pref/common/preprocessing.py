@@ -39,7 +39,7 @@ def describe_space(space: spaces.Space) -> dict:
         }
     if isinstance(space, spaces.MultiBinary):
         return {"type": "multibinary", "n": [int(n) for n in np.atleast_1d(space.n)]}
-    return {"type": "box", "shape": [int(n) for n in space.shape]}
+    return {"type": "box", "shape": [int(n) for n in space.shape]}  # type: ignore[union-attr]  # a Box has a shape
 
 
 def space_from_description(description: dict) -> spaces.Space:
@@ -118,7 +118,7 @@ class FeatureEncoder:
             nvec = space.nvec.reshape(-1)
             index = values.reshape(len(values), -1).astype(np.int64) - space.start.reshape(1, -1)
             return np.concatenate([np.eye(int(n), dtype=np.float32)[index[:, i]] for i, n in enumerate(nvec)], axis=1)
-        width = int(np.prod(space.shape))
+        width = int(np.prod(space.shape))  # type: ignore[arg-type]  # a Box has a shape
         if values.size % max(width, 1) != 0 or (values.ndim > 1 and int(np.prod(values.shape[1:])) != width):
             raise ValueError(f"{name} has shape {values.shape}, which does not match the space's {space.shape}")
         return values.reshape(-1, width).astype(np.float32, copy=False)

@@ -108,9 +108,14 @@ def _blocks(features: Optional[Features]) -> list[ArrayLike]:
     return list(features)
 
 
+def _writable(array: np.ndarray) -> th.Tensor:
+    # The dataset hands out read-only views (PreferenceDataset); torch warns on those, so their rows are copied.
+    return th.as_tensor(array if array.flags.writeable else array.copy())
+
+
 def _rows(blocks: list[ArrayLike], start: int, stop: int) -> th.Tensor:
     # Slicing before converting keeps a 20k-row float64 numpy array from being copied whole.
-    parts = [th.as_tensor(np.asarray(b[start:stop]) if not isinstance(b, th.Tensor) else b[start:stop]) for b in blocks]
+    parts = [b[start:stop] if isinstance(b, th.Tensor) else _writable(np.asarray(b[start:stop])) for b in blocks]
     return th.cat([p.reshape(stop - start, -1).to(th.float32) for p in parts], dim=1)
 
 
@@ -234,15 +239,15 @@ def select_queries(
         return np.arange(n, dtype=np.int64)
     if method in ("disagreement", "entropy"):
         score = disagreement_scores if method == "disagreement" else entropy_scores
-        return _top(score(returns_0, returns_1), n).astype(np.int64)
+        return _top(score(returns_0, returns_1), n).astype(np.int64)  # type: ignore[arg-type]  # checked above
 
     pool = np.arange(n_cand)
     if method != "kcenter":
         # B-Pref keeps the most uncertain half before spreading the picks out
         score = disagreement_scores if method == "kcenter_disagreement" else entropy_scores
-        pool = np.sort(_top(score(returns_0, returns_1), max(n, n_cand // 2)))
-    candidates = [block[pool] for block in _pair_features(obs_0, obs_1, "obs")]
+        pool = np.sort(_top(score(returns_0, returns_1), max(n, n_cand // 2)))  # type: ignore[arg-type]
+    candidates = [block[pool] for block in _pair_features(obs_0, obs_1, "obs")]  # type: ignore[arg-type]
     labelled = None
     if labelled_obs_0 is not None:
-        labelled = _pair_features(labelled_obs_0, labelled_obs_1, "labelled_obs")
+        labelled = _pair_features(labelled_obs_0, labelled_obs_1, "labelled_obs")  # type: ignore[arg-type]
     return pool[kcenter_greedy(candidates, labelled, n)].astype(np.int64)

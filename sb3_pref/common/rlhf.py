@@ -13,7 +13,7 @@ per rollout over all its transitions.
 """
 
 import os
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 import numpy as np
 import torch as th
@@ -23,6 +23,8 @@ from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.save_util import load_from_zip_file
 from stable_baselines3.common.utils import LinearSchedule, obs_as_tensor
+
+from sb3_pref.common.preprocessing import FeatureEncoder
 
 ReferenceSource = Union[BasePolicy, BaseAlgorithm, str, os.PathLike, None]
 
@@ -108,7 +110,7 @@ def load_reference_policy(source: ReferenceSource, device: Union[str, th.device]
         policy = rebuild_policy(policy_config(source), device)
         policy.load_state_dict(source.state_dict())
     elif isinstance(source, (str, os.PathLike)):
-        data, params, _ = load_from_zip_file(source, device=device)
+        data, params, _ = load_from_zip_file(source, device=device)  # type: ignore[arg-type]  # any PathLike opens
         if data is None or "policy" not in params:
             raise ValueError(f"reference_policy={str(source)!r} holds no SB3 policy: pass a file written by model.save()")
         kwargs = dict(data.get("policy_kwargs") or {})
@@ -181,7 +183,7 @@ class ReferenceKL:
         :param advance: a recurrent reference keeps the hidden state reached at the end (the next
             rollout continues from it); False leaves it at the rollout's start
         """
-        policy = self.policy
+        policy: Any = self.policy  # a recurrent policy's attributes are not declared on BasePolicy
         n_steps, n_envs = episode_starts.shape
         flat_obs = {key: self._flat(value) for key, value in obs.items()} if isinstance(obs, dict) else self._flat(obs)
         total = n_steps * n_envs
@@ -240,7 +242,7 @@ class ReferenceKL:
             th.manual_seed(int(rng.integers(2**31)))
             for _, dist in self._distributions(obs, episode_starts, advance=False):
                 parts.append(dist.get_actions(deterministic=False).cpu().numpy())
-        actions = np.concatenate(parts).reshape(n_steps * n_envs, *self.policy.action_space.shape)
+        actions = np.concatenate(parts).reshape(n_steps * n_envs, *self.policy.action_space.shape)  # type: ignore[misc]
         space = self.policy.action_space
         if isinstance(space, spaces.Box):
             squash = self.policy.squash_output
@@ -296,7 +298,7 @@ def policy_config(policy: BasePolicy) -> dict[str, Any]:
         # sb3-contrib's recurrent policy leaves its recurrent sizes out of its constructor parameters.
         data.update(
             lstm_hidden_size=policy.lstm_output_dim,
-            n_lstm_layers=policy.lstm_actor.num_layers,
+            n_lstm_layers=policy.lstm_actor.num_layers,  # type: ignore[union-attr]
             shared_lstm=policy.shared_lstm,
             enable_critic_lstm=policy.enable_critic_lstm,
             lstm_kwargs=policy.lstm_kwargs,
@@ -304,7 +306,17 @@ def policy_config(policy: BasePolicy) -> dict[str, Any]:
     return {"class": type(policy), "data": data}
 
 
-class RLHFMixin:
+if TYPE_CHECKING:
+    # For type checkers only: the mixins run inside an SB3 algorithm (PPO, RecurrentPPO, and SAC through
+    # OffPolicyPreferenceMixin) and use its attributes. At run time the base is object: the MRO is unchanged.
+    from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+
+    _AlgorithmBase = OnPolicyAlgorithm
+else:
+    _AlgorithmBase = object
+
+
+class RLHFMixin(_AlgorithmBase):
     """
     The algorithm side of the KL penalty and the RLHF options; a base of
     :class:`~sb3_pref.common.sb3_glue.PreferenceRewardMixin`, which owns the constructor arguments
@@ -314,6 +326,19 @@ class RLHFMixin:
     state dict) with its class and constructor arguments, so a loaded model needs neither the original
     object nor the path; ``kl_coef`` (the adaptive coefficient's current value) is saved with the data.
     """
+
+    # For type checkers: set by _init_rlhf from the constructor's options, or by the on-policy algorithm.
+    kl_target: Optional[float]
+    normalize_reward_before: bool
+    normalize_reward_samples: str
+    whiten_reward: bool
+    zero_value_head: bool
+    anneal_policy_lr: bool
+    _pref_encoder: Optional[FeatureEncoder]
+
+    if TYPE_CHECKING:
+
+        def _reset_value_head(self) -> None: ...  # PreferenceRewardMixin's
 
     def _init_rlhf(self, reference_policy: ReferenceSource, **options: Any) -> None:
         check_rlhf_options(
@@ -402,10 +427,12 @@ class RLHFMixin:
 
     def _reference_features(self) -> np.ndarray:
         """Reward-model features of the current rollout's states with actions drawn from the reference policy."""
-        policy_obs, reward_obs, starts = self._rollout_stash
-        actions = self._reference_kl.sample_actions(policy_obs, starts, self._rlhf_rng)
+        # Called only after _rlhf_stash, with a reference policy and the reward encoder set up.
+        policy_obs, reward_obs, starts = cast(tuple[Any, np.ndarray, np.ndarray], self._rollout_stash)
+        actions = cast(ReferenceKL, self._reference_kl).sample_actions(policy_obs, starts, self._rlhf_rng)
         obs = reward_obs
-        encoded = self._pref_encoder.encode_actions(actions.reshape(-1, *self.action_space.shape))
+        encoder = cast(FeatureEncoder, self._pref_encoder)
+        encoded = encoder.encode_actions(actions.reshape(-1, *self.action_space.shape))  # type: ignore[misc]
         return np.concatenate([obs.reshape(len(encoded), -1), encoded], axis=-1)
 
 

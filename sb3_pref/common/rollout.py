@@ -6,13 +6,16 @@ Both work for any on-policy algorithm whose ``collect_rollouts`` calls the callb
 (PPO, A2C, RecurrentPPO); the algorithm side lives in :mod:`sb3_pref.common.sb3_glue`.
 """
 
-from typing import Union
+from typing import TYPE_CHECKING, Union, cast
 
 import numpy as np
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 
 from sb3_pref.common.preprocessing import FeatureEncoder
+
+if TYPE_CHECKING:
+    from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 
 # Values logged as ``reward/phase``.
 PHASE_PRETRAIN, PHASE_PREFERENCE, PHASE_TRUE_REWARD = 0, 1, 2
@@ -60,20 +63,22 @@ class RolloutRecorder(BaseCallback):
     call) and hands the finished rollout to the algorithm at ``on_rollout_end``.
     """
 
+    model: "PreferenceRewardMixin"  # for type checkers: the algorithm it records for
+
     def _on_rollout_start(self) -> None:
         self.model._begin_rollout()
         self._records: dict[str, list[np.ndarray]] = {key: [] for key in ("obs", "actions", "true", "seen", "dones", "next")}
         self._info_keys = self.model._segment_info_keys()
         self._extras: dict[str, list[np.ndarray]] = {key: [] for key in self._info_keys}
         vec_normalize = self.model.get_vec_normalize_env()
-        self._prev_obs = self._encode(vec_normalize.get_original_obs() if vec_normalize is not None else self.model._last_obs)
+        self._prev_obs = self._encode(vec_normalize.get_original_obs() if vec_normalize is not None else self.model._last_obs)  # type: ignore[arg-type]
 
     def _encode(self, raw_obs: Union[np.ndarray, dict]) -> np.ndarray:
         """Flat features of the part of a batch of raw observations the reward model sees."""
-        return self.model._pref_encoder.encode_obs(self.model._reward_observation(raw_obs))
+        return cast(FeatureEncoder, self.model._pref_encoder).encode_obs(self.model._reward_observation(raw_obs))
 
     def _on_step(self) -> bool:
-        encoder: FeatureEncoder = self.model._pref_encoder
+        encoder = cast(FeatureEncoder, self.model._pref_encoder)  # set up before the first rollout
         vec_normalize = self.model.get_vec_normalize_env()
         rewards, dones = self.locals["rewards"], self.locals["dones"]
         true_rewards = vec_normalize.get_original_reward() if vec_normalize is not None else rewards

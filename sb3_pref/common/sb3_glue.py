@@ -11,7 +11,7 @@ the whole rollout's rewards in one batched pass and writes them into the rollout
 """
 
 import inspect
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, cast
 
 import numpy as np
 from gymnasium import spaces
@@ -172,7 +172,7 @@ class PreferenceRewardMixin(RLHFMixin):
         self._pretrain_done = False
         self._rollout_phase = PHASE_TRUE_REWARD
         self._reward_model_config = reward_model.get_config() if reward_model is not None else None
-        self._teacher_class = None
+        self._teacher_class: Optional[str] = None
         self.pref_learner: Optional[PreferenceLearner] = None
         self.entropy_reward: Optional[StateEntropyReward] = None
         self._init_rlhf(
@@ -224,10 +224,11 @@ class PreferenceRewardMixin(RLHFMixin):
         if self.reward_model is None:
             return
         model = self.reward_model
-        if (model.obs_dim, model.act_dim) != (self._pref_encoder.obs_dim, self._pref_encoder.act_dim):
+        encoder = cast(FeatureEncoder, self._pref_encoder)  # set by _ensure_encoder
+        if (model.obs_dim, model.act_dim) != (encoder.obs_dim, encoder.act_dim):
             raise ValueError(
                 f"reward_model was built for obs_dim={model.obs_dim}, act_dim={model.act_dim}, but it must see "
-                f"obs_dim={self._pref_encoder.obs_dim}, act_dim={self._pref_encoder.act_dim}: build it with "
+                f"obs_dim={encoder.obs_dim}, act_dim={encoder.act_dim}: build it with "
                 f"RewardModel({self._reward_space_hint()}, env.action_space, ...)"
             )
         check_segment_fits(model.size_segment, self.env, self.segment_capacity)
@@ -410,8 +411,9 @@ class PreferenceRewardMixin(RLHFMixin):
             learner.add_transitions(obs, actions, true, dones, extras=extras)
         if self._rollout_phase == PHASE_PRETRAIN:
             self._unsuper_steps_done += n_transitions
-            self._pretrain_rollout(obs, next, seen)
+            self._pretrain_rollout(obs, next, seen)  # type: ignore[arg-type]  # on-policy rollouts pass next=None
         elif self._rollout_phase == PHASE_PREFERENCE:
+            learner = cast(PreferenceLearner, learner)  # the preference phase exists only with a reward model
             self._num_interactions += n_transitions
             due = learner.n_rounds == 0 or self._num_interactions >= self.num_interaction
             # Past the budget a round can still bring a teacher's late labels (query_round returns {} otherwise).
@@ -460,7 +462,8 @@ class PreferenceRewardMixin(RLHFMixin):
         if self._rollout_phase != PHASE_PRETRAIN or not hasattr(self, "n_epochs"):
             return super().train()
         # B-Pref trains the policy harder on the intrinsic reward.
-        n_epochs, self.n_epochs = self.n_epochs, self.unsuper_n_epochs
+        n_epochs: int = self.n_epochs  # type: ignore[has-type]
+        self.n_epochs = self.unsuper_n_epochs
         try:
             return super().train()
         finally:
@@ -468,7 +471,7 @@ class PreferenceRewardMixin(RLHFMixin):
 
     # ------------------------------------------------------------- persistence
     @classmethod
-    def load(cls, path: Any, env: Any = None, device: Any = "auto", **kwargs: Any) -> Any:
+    def load(cls, path: Any, env: Any = None, device: Any = "auto", **kwargs: Any) -> Any:  # type: ignore[override]
         """
         SB3's ``load``, plus: a ``teacher=`` given here keeps its settings (and, for an object, its
         random generator) instead of the saved teacher's, while the run's counters and bookkeeping
@@ -512,7 +515,7 @@ class _PreferenceState:
 
     def state_dict(self) -> dict[str, Any]:
         algorithm = self.algorithm
-        state: dict[str, Any] = {"learner": algorithm.pref_learner.state_dict()}
+        state: dict[str, Any] = {"learner": algorithm.pref_learner.state_dict()}  # type: ignore[union-attr]
         if algorithm.entropy_reward is not None:
             state["entropy"] = to_torch_state(algorithm.entropy_reward.state_dict())
             state["entropy_config"] = {
@@ -523,7 +526,7 @@ class _PreferenceState:
 
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
         algorithm = self.algorithm
-        algorithm.pref_learner.load_state_dict(state["learner"])
+        algorithm.pref_learner.load_state_dict(state["learner"])  # type: ignore[union-attr]
         if "entropy" in state:
             config = state["entropy_config"]
             algorithm.entropy_reward = StateEntropyReward(

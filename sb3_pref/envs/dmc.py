@@ -181,7 +181,7 @@ class DMCEnv(gym.Env[np.ndarray, np.ndarray]):
         info = {"discount": float(time_step.discount)}
         return self._flatten(time_step.observation), reward, terminated, truncated, info
 
-    def render(self) -> Optional[np.ndarray]:  # type: ignore[override]
+    def render(self) -> Optional[np.ndarray]:
         if self.render_mode is None:
             gym.logger.warn("DMCEnv.render() needs render_mode='rgb_array' at construction.")
             return None

@@ -70,7 +70,7 @@ class ML1TaskSampler:
         """Set task ``tasks[task]`` on the env (Meta-World applies it at the next reset)."""
         if not 0 <= int(task) < len(self.tasks):
             raise ValueError(f"task must be an index in [0, {len(self.tasks)}), got {task!r}")
-        self.env.set_task(self.tasks[int(task)])
+        self.env.set_task(self.tasks[int(task)])  # type: ignore[attr-defined]  # a Meta-World env
 
 
 def ml1_trials(

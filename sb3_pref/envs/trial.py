@@ -162,14 +162,14 @@ class TrialWrapper(gym.Wrapper):
         if isinstance(self.env.observation_space, spaces.Box):
             out[self.layout.obs] = np.asarray(obs, dtype=np.float32).ravel()
         else:
-            out[self.layout.obs] = spaces.flatten(self.env.observation_space, obs)
+            out[self.layout.obs] = spaces.flatten(self.env.observation_space, obs)  # type: ignore[assignment]
         if action is not None:
             if isinstance(self.env.action_space, spaces.Discrete):
                 out[self.layout.prev_action.start + int(action) - int(self.env.action_space.start)] = 1.0
             elif isinstance(self.env.action_space, spaces.Box):
                 out[self.layout.prev_action] = np.asarray(action, dtype=np.float32).ravel()
             else:
-                out[self.layout.prev_action] = spaces.flatten(self.env.action_space, action)
+                out[self.layout.prev_action] = spaces.flatten(self.env.action_space, action)  # type: ignore[assignment]
         out[self.layout.prev_reward] = reward
         out[self.layout.prev_done] = float(done)
         return out

@@ -128,7 +128,7 @@ class LabelStore:
                     blob,
                 ),
             )
-            return int(cursor.lastrowid)
+            return int(cursor.lastrowid)  # type: ignore[arg-type]  # set after an INSERT
 
     def submit(self, query_id: int, choice: str, labeller: Optional[str] = None) -> dict[str, Any]:
         """

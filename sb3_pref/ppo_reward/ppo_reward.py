@@ -237,7 +237,7 @@ class PPO_REWARD(PreferenceRewardMixin, PPO):  # B-Pref's name, kept so its scri
         total_timesteps: int,
         callback: MaybeCallback = None,
         log_interval: int = 1,
-        tb_log_name: str = "PPO_REWARD",
+        tb_log_name: Optional[str] = "PPO_REWARD",
         reset_num_timesteps: bool = True,
         progress_bar: bool = False,
         unsuper_flag: Optional[int] = None,

@@ -191,7 +191,7 @@ class RL2(PreferenceRewardMixin, RecurrentPPO):
         total_timesteps: int,
         callback: MaybeCallback = None,
         log_interval: int = 1,
-        tb_log_name: str = "RL2",
+        tb_log_name: Optional[str] = "RL2",
         reset_num_timesteps: bool = True,
         progress_bar: bool = False,
         **kwargs: Any,

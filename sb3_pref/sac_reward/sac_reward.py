@@ -28,7 +28,8 @@ def _check_action_space(env: Union[GymEnv, str, None]) -> None:
         )
 
 
-class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PPO_REWARD
+# The mixins are typed against OnPolicyAlgorithm (their usual host), hence the ignore: SAC's members win at run time.
+class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # type: ignore[misc]  # B-Pref-style name, beside PPO_REWARD
     """
     Soft Actor-Critic on a learned reward: PEBBLE, B-Pref's off-policy preference learner.
 
@@ -123,8 +124,8 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PP
                 raise ValueError("reward_model was given both positionally and as a keyword: pass it once")
             if not isinstance(learning_rate, (str, gym.Env, VecEnv)):
                 raise ValueError("with the reward model first, the order is SAC_REWARD(reward_model, policy, env, ...)")
-            reward_model, policy, env, learning_rate = policy, env, learning_rate, 3e-4
-        _check_action_space(env)
+            reward_model, policy, env, learning_rate = policy, env, learning_rate, 3e-4  # type: ignore[assignment]
+        _check_action_space(env)  # type: ignore[arg-type]
         if isinstance(env, str) and _init_setup_model:
             # SB3 would make the env inside; make it here to check its action space first.
             env = gym.make(env)

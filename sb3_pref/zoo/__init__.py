@@ -65,7 +65,7 @@ def convert_ppo_reward_params(sampled_params: dict[str, Any]) -> dict[str, Any]:
     """
     from rl_zoo3.hyperparams_opt import convert_onpolicy_params
 
-    preference = {key: sampled_params[key] for key in ("feed_type", "re_update") if key in sampled_params}
+    preference: dict[str, Any] = {key: sampled_params[key] for key in ("feed_type", "re_update") if key in sampled_params}
     ppo = {key: value for key, value in sampled_params.items() if key not in preference}
     return {**convert_onpolicy_params(ppo), **preference}
 

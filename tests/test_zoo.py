@@ -1,0 +1,109 @@
+"""RL Zoo: ``ppo_reward`` trained from YAML and replayed with ``enjoy`` through our entry points, and the shipped YAML."""
+
+import inspect
+import os
+import subprocess
+import sys
+
+import pytest
+
+yaml = pytest.importorskip("yaml")
+pytest.importorskip("rl_zoo3", reason="pip install sb3_pref[zoo]")
+
+from sb3_pref import PPO_REWARD, RewardModel  # noqa: E402
+from sb3_pref.zoo import HYPERPARAMS_FILE, convert_ppo_reward_params, register, with_default_config  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Zoo-only keys of a hyperparameter entry (read by the Zoo's ExperimentManager, not passed to the algorithm).
+ZOO_KEYS = {"n_timesteps", "n_envs", "normalize", "env_wrapper", "frame_stack", "callback", "vec_env_wrapper", "policy"}
+# Small enough for seconds: 2 envs x 128 steps per rollout; 256 steps of pretraining, then a query round every 256.
+PENDULUM = {
+    "Pendulum-v1": {
+        "policy": "MlpPolicy",
+        "n_timesteps": 1536,
+        "n_envs": 2,
+        "n_steps": 128,
+        "batch_size": 64,
+        "n_epochs": 2,
+        "gamma": 0.9,
+        "policy_kwargs": "dict(net_arch=[16])",
+        "teacher": "oracle",
+        "feed_type": "disagreement",
+        "num_interaction": 256,
+        "max_feed": 30,
+        "re_update": 3,
+        "unsuper_step": 256,
+        "unsuper_n_epochs": 1,
+        "max_ep_len": 200,
+        "reward_model_kwargs": {"size_segment": 10, "mb_size": 10, "hidden_dim": 16, "ensemble_size": 2},
+    }
+}
+
+
+def _zoo(module: str, *args: str, cwd) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))}
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_train_from_yaml_then_enjoy_on_pendulum(tmp_path):
+    conf = tmp_path / "ppo_reward.yml"
+    conf.write_text(yaml.safe_dump(PENDULUM))
+    common = ["--algo", "ppo_reward", "--env", "Pendulum-v1", "-f", str(tmp_path / "logs")]
+    train = _zoo("sb3_pref.zoo.train", *common, "-conf", str(conf), "--seed", "3", "--eval-freq", "-1", cwd=tmp_path)
+    assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
+    run = tmp_path / "logs" / "ppo_reward" / "Pendulum-v1_1"
+    # config.yml holds the plain kwargs, not a pickled reward model (issue 16: a 2.7 MB object dump).
+    config_file = run / "Pendulum-v1" / "config.yml"
+    assert config_file.stat().st_size < 4000
+    config = dict(yaml.unsafe_load(config_file.read_text()))
+    assert config["reward_model_kwargs"] == PENDULUM["Pendulum-v1"]["reward_model_kwargs"]
+    # The saved model learned from preferences: 256 pretraining steps, then rounds of 10 queries every 256 steps.
+    model = PPO_REWARD.load(run / "Pendulum-v1.zip")
+    assert isinstance(model.reward_model, RewardModel) and model.reward_model.hidden_dim == 16
+    assert model.num_timesteps == 1536
+    total_feed = model.pref_learner.counters()["total_feed"]
+    assert 20 <= total_feed <= 30, total_feed
+    assert len(model.pref_learner.dataset) == total_feed
+    assert model.reward_model.ensemble_size == 2
+
+    enjoy = _zoo("sb3_pref.zoo.enjoy", *common, "-n", "300", "--no-render", "--exp-id", "1", "--seed", "0", cwd=tmp_path)
+    assert enjoy.returncode == 0, enjoy.stdout[-3000:] + enjoy.stderr[-3000:]
+    # The Zoo prints the episode returns of the replayed policy: one full Pendulum episode (200 steps) in 300.
+    returns = [float(line.split()[-1]) for line in enjoy.stdout.splitlines() if line.startswith("Episode Reward")]
+    assert len(returns) == 1 and -2000 < returns[0] < 0, enjoy.stdout[-2000:]
+
+
+def test_shipped_hyperparameters_name_only_real_arguments():
+    with open(HYPERPARAMS_FILE) as handle:
+        entries = yaml.safe_load(handle)
+    assert {"Pendulum-v1", "walker_walk", "quadruped_walk"} <= set(entries)
+    assert any(name.startswith("metaworld_") for name in entries)
+    algo_args = set(inspect.signature(PPO_REWARD).parameters)
+    model_args = set(inspect.signature(RewardModel).parameters) - {"observation_space", "action_space"}
+    for env_id, entry in entries.items():
+        unknown = set(entry) - algo_args - ZOO_KEYS
+        assert not unknown, f"{env_id}: {unknown} are neither PPO_REWARD arguments nor Zoo keys"
+        assert set(entry["reward_model_kwargs"]) <= model_args, env_id
+        assert entry["teacher"] in {"oracle", "noisy", "myopic", "mistake", "skip", "equal"}
+
+
+def test_registration_and_default_config():
+    import rl_zoo3
+    from rl_zoo3 import hyperparams_opt
+
+    register()
+    assert rl_zoo3.ALGOS["ppo_reward"] is PPO_REWARD and "ppo_reward" in hyperparams_opt.HYPERPARAMS_SAMPLER
+    assert with_default_config(["--algo", "ppo_reward", "--env", "walker_walk"])[-2:] == ["--conf-file", HYPERPARAMS_FILE]
+    assert with_default_config(["--algo", "ppo_reward", "-conf", "x.yml"]) == ["--algo", "ppo_reward", "-conf", "x.yml"]
+    assert with_default_config(["--algo", "ppo"]) == ["--algo", "ppo"]
+    # The Optuna sampler's output builds a model: PPO's search space plus the preference schedule.
+    optuna = pytest.importorskip("optuna")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    for trial in (study.ask() for _ in range(5)):
+        params = hyperparams_opt.HYPERPARAMS_SAMPLER["ppo_reward"](trial, 1, 1, {})
+        assert params["feed_type"] in {"uniform", "disagreement", "entropy"} and params["re_update"] in {10, 50, 100}
+        assert set(params) <= set(inspect.signature(PPO_REWARD).parameters)
+        # What a later run reads back from the trial's raw parameters gives the same arguments.
+        assert convert_ppo_reward_params(dict(trial.params)).keys() == params.keys()
