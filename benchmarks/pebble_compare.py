@@ -34,7 +34,9 @@ def time_relabel(n_transitions: int, obs_dim: int, act_dim: int, chunk_size: int
 
     obs_space = spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
     act_space = spaces.Box(-1.0, 1.0, (act_dim,), np.float32)
-    buffer = ReplayBuffer(n_transitions, obs_space, act_space, device="cpu", optimize_memory_usage=True, handle_timeout_termination=False)
+    buffer = ReplayBuffer(
+        n_transitions, obs_space, act_space, device="cpu", optimize_memory_usage=True, handle_timeout_termination=False
+    )
     rng = np.random.default_rng(seed)
     buffer.observations[:] = rng.standard_normal(buffer.observations.shape, dtype=np.float32)
     buffer.actions[:] = rng.uniform(-1, 1, buffer.actions.shape).astype(np.float32)

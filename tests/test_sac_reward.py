@@ -141,6 +141,7 @@ def test_on_policy_rlhf_options_are_refused_and_the_bpref_call_shape_works():
     reward_model = RewardModel(env.observation_space, env.action_space, **MODEL_KWARGS)
     with pytest.raises(TypeError, match="reference_policy"):
         SAC_REWARD("MlpPolicy", env, reward_model=reward_model, reference_policy="initial")
+
     # Through the mixin (a subclass that passes everything on), the refusal names the option and the fix.
     class OpenSAC(OffPolicyPreferenceMixin, SAC):
         pass
