@@ -193,3 +193,22 @@ def test_vecnormalize_the_reward_model_sees_raw_observations_and_norm_reward_is_
     bad = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=0), norm_reward=True)
     with pytest.raises(ValueError, match="norm_reward=False"):
         _model(bad).learn(10)
+
+
+def test_bpref_overrides_build_the_pebble_of_its_scripts():
+    from sb3_pref.experiments.pebble import PEBBLE_TASKS, make_pebble, parse_overrides
+
+    config = parse_overrides(["env=walker_walk", "max_feedback=1000", "reward_batch=100", "num_train_steps=1e3"])
+    # walker_walk's script: lr 5e-4, 20000 steps between rounds, 50 reward epochs; B-Pref's SAC: 2 x 1024 nets.
+    assert config["agent.params.actor_lr"] == 5e-4 and config["num_interact"] == 20_000
+    assert config["reward_update"] == 50 and config["num_train_steps"] == 1000 and config["max_feedback"] == 1000
+    assert set(PEBBLE_TASKS) >= {"walker_walk", "cheetah_run", "quadruped_walk", "metaworld_sweep-into-v2"}
+    config.update({"diag_gaussian_actor.params.hidden_dim": 16, "double_q_critic.params.hidden_dim": 16})
+    model = make_pebble(config, make_vec_env("Pendulum-v1", n_envs=1, seed=0))
+    assert model.max_feed == 1000 and model.reward_model.mb_size == 100 and model.learning_starts == 1000
+    assert model.target_update_interval == 2 and model.unsuper_step == 9000 and model.batch_size == 1024
+    assert model.policy.critic.q_networks[0][0].out_features == 16
+    with pytest.raises(ValueError, match="unknown setting 'max_feed'"):
+        parse_overrides(["max_feed=10"])
+    with pytest.raises(ValueError, match="key=value"):
+        parse_overrides(["--env"])
