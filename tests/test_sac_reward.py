@@ -212,3 +212,22 @@ def test_bpref_overrides_build_the_pebble_of_its_scripts():
         parse_overrides(["max_feed=10"])
     with pytest.raises(ValueError, match="key=value"):
         parse_overrides(["--env"])
+
+
+def test_relabelling_a_dict_replay_buffer_passes_every_key():
+    from stable_baselines3.common.buffers import DictReplayBuffer
+
+    obs_space = spaces.Dict({"a": spaces.Box(-1, 1, (2,), np.float32), "b": spaces.Box(-1, 1, (3,), np.float32)})
+    buffer = DictReplayBuffer(30, obs_space, spaces.Box(-1, 1, (1,), np.float32), device="cpu", n_envs=1)
+    rng = np.random.default_rng(1)
+    for _ in range(12):
+        obs = {key: rng.standard_normal((1, *space.shape)).astype(np.float32) for key, space in obs_space.items()}
+        buffer.add(obs, obs, rng.uniform(-1, 1, (1, 1)), np.zeros(1), np.zeros(1), [{}])
+
+    def reward_fn(obs: dict, actions: np.ndarray) -> np.ndarray:
+        return obs["a"].sum(axis=1) - obs["b"].sum(axis=1) + actions[:, 0]
+
+    assert relabel_replay_buffer(buffer, reward_fn, chunk_size=5) == 12
+    observations = buffer.observations
+    expected = observations["a"][:12].sum(-1) - observations["b"][:12].sum(-1) + buffer.actions[:12, :, 0]
+    np.testing.assert_allclose(buffer.rewards[:12], expected, rtol=1e-6)
