@@ -142,6 +142,26 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
         self._relabelled_version: Optional[tuple] = None
         super().__init__(*args, **kwargs)
 
+    #: RLHF options that act on an on-policy rollout (its log-probabilities, its GAE, its value head):
+    #: refused here rather than silently ignored. ``normalize_reward_before`` and ``anneal_policy_lr`` work.
+    unsupported_rlhf_options: dict[str, Any] = {
+        "reference_policy": None, "kl_target": None, "whiten_reward": False, "zero_value_head": False,
+    }  # fmt: skip
+
+    def _init_rlhf(self, reference_policy: Any, **options: Any) -> None:
+        given = {"reference_policy": reference_policy, **options}
+        for name, default in self.unsupported_rlhf_options.items():
+            if given.get(name, default) is not default and given.get(name, default) != default:
+                raise ValueError(
+                    f"{name}={given[name]!r} is an on-policy RLHF option (KL penalty / whitening per rollout, value "
+                    f"head) that {type(self).__name__} does not support: leave it at {default!r}, or use PPO_REWARD"
+                )
+        super()._init_rlhf(reference_policy, **options)
+
+    def _rlhf_stash(self, reward_obs: np.ndarray) -> None:
+        # No rollout buffer and no reference policy here (see unsupported_rlhf_options).
+        pass
+
     # ------------------------------------------------------------------ phases
     def _pretraining(self) -> bool:
         return (

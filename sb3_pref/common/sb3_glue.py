@@ -291,7 +291,10 @@ class PreferenceRewardMixin(RLHFMixin):
                 raise ValueError(f"reward_model_kwargs must not contain {key!r}: the env's spaces are used")
         if reward_model is not None or reward_model_kwargs is not None:
             return
-        defaults = inspect.signature(PreferenceRewardMixin.__init__).parameters
+        # The class's own defaults where it lists them (SAC_REWARD's differ from PrefPPO's, and load()
+        # rebuilds the object with them), the mixin's for a class that passes **kwargs on (RL2).
+        mixin, own = inspect.signature(PreferenceRewardMixin.__init__), inspect.signature(cls.__init__)
+        defaults = {**mixin.parameters, **own.parameters}
         given = [
             name for name in cls.model_only_arguments
             if name in arguments and name in defaults and arguments[name] != defaults[name].default

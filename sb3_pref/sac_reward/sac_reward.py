@@ -50,6 +50,8 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # type: ignore[misc]  # B-Pref
     :param env: the environment, or the policy in B-Pref's order
     :param learning_rate: as SAC (in B-Pref's order: the env)
     :param reward_model: the learned reward; None trains on the env's reward (after optional pretraining)
+    :param reward_model_kwargs: :class:`~sb3_pref.common.reward_model.RewardModel` arguments without the
+        spaces, for config files: the model is built from the env's spaces
     :param teacher: who answers queries: a teacher object or a B-Pref preset name; None uses ``reward_model.teacher``
     :param num_interaction: env steps (summed over envs) between query rounds
     :param num_feed: accepted for B-Pref compatibility (no effect)
@@ -68,6 +70,14 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # type: ignore[misc]  # B-Pref
     :param entropy_k: k of the k-NN state-entropy reward
     :param reset_update: extra gradient steps right after the critic reset
     :param relabel_chunk_size: transitions per reward-model pass when relabelling the replay buffer
+    :param reward_schedule: how much the reward model trains per round, ``"auto"`` or ``"bpref"``
+        (see :class:`~sb3_pref.PPO_REWARD`)
+    :param normalize_reward_before: fit the reward's gain/bias on recent transitions before each refit as well
+    :param anneal_policy_lr: the actor's, critic's and entropy coefficient's learning rate decays linearly
+        to 0 over each ``learn`` call
+
+    PPO_REWARD's other RLHF options (``reference_policy``, the KL penalty, ``whiten_reward``,
+    ``zero_value_head``) act on an on-policy rollout and its value head; SAC_REWARD does not take them.
     """
 
     def __init__(
@@ -100,6 +110,7 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # type: ignore[misc]  # B-Pref
         seed: Optional[int] = None,
         device: Union[th.device, str] = "auto",
         reward_model: Optional[RewardModel] = None,
+        reward_model_kwargs: Optional[dict[str, Any]] = None,
         teacher: Union[BaseTeacher, str, None] = None,
         num_interaction: int = 5000,
         num_feed: int = 1,
@@ -117,6 +128,9 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # type: ignore[misc]  # B-Pref
         entropy_k: int = 5,
         reset_update: int = 100,
         relabel_chunk_size: int = 16384,
+        reward_schedule: str = "auto",
+        normalize_reward_before: bool = False,
+        anneal_policy_lr: bool = False,
         _init_setup_model: bool = True,
     ) -> None:
         if isinstance(policy, RewardModel):
@@ -159,6 +173,7 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # type: ignore[misc]  # B-Pref
             seed=seed,
             device=device,
             reward_model=reward_model,
+            reward_model_kwargs=reward_model_kwargs,
             teacher=teacher,
             num_interaction=num_interaction,
             num_feed=num_feed,
@@ -176,6 +191,9 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # type: ignore[misc]  # B-Pref
             entropy_k=entropy_k,
             reset_update=reset_update,
             relabel_chunk_size=relabel_chunk_size,
+            reward_schedule=reward_schedule,
+            normalize_reward_before=normalize_reward_before,
+            anneal_policy_lr=anneal_policy_lr,
             _init_setup_model=_init_setup_model,
         )
 

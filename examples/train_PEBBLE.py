@@ -1,0 +1,57 @@
+"""
+PEBBLE on a B-Pref task: SAC on a reward model learned from a scripted teacher's preferences, after
+state-entropy pretraining, with the replay buffer relabelled after every reward update. Takes
+B-Pref's ``train_PEBBLE.py`` overrides (``key=value``), so its run scripts work unchanged, e.g.::
+
+    python examples/train_PEBBLE.py env=walker_walk seed=12345 agent.params.actor_lr=0.0005 \\
+        agent.params.critic_lr=0.0005 gradient_update=1 activation=tanh num_unsup_steps=9000 \\
+        num_train_steps=500000 num_interact=20000 max_feedback=1000 reward_batch=100 reward_update=50 \\
+        feed_type=1 teacher_beta=-1 teacher_gamma=1 teacher_eps_mistake=0 teacher_eps_skip=0 teacher_eps_equal=0
+
+Settings not given come from the task's B-Pref script (``sb3_pref.experiments.pebble.PEBBLE_TASKS``),
+then B-Pref's config defaults. Writes ``runs/PEBBLE/<env>/seed<seed>/``: ``config.json``, the monitor
+file, ``progress.csv``, and at the end ``model.zip``, ``replay_buffer.pkl``, ``reward_model.pt`` and
+``preferences.npz``.
+"""
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Optional
+
+from stable_baselines3.common.logger import configure
+
+from sb3_pref import SAC_REWARD
+from sb3_pref.envs import make_benchmark_vec_env
+from sb3_pref.experiments.pebble import make_pebble, parse_overrides
+
+
+def main(argv: Optional[Sequence[str]] = None) -> SAC_REWARD:
+    """
+    :param argv: ``key=value`` overrides (default: ``sys.argv[1:]``)
+    :return: the trained model
+    """
+    config = parse_overrides(sys.argv[1:] if argv is None else argv)
+    run_dir = os.path.join("runs", "PEBBLE", config["env"], f"seed{config['seed']}")
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, "config.json"), "w") as handle:
+        json.dump(config, handle, indent=2, sort_keys=True)
+    env = make_benchmark_vec_env(config["env"], n_envs=1, seed=config["seed"], monitor_dir=run_dir)
+    model = make_pebble(config, env, verbose=1)
+    model.set_logger(configure(run_dir, ["stdout", "csv"]))
+    try:
+        model.learn(config["num_train_steps"], unsuper_flag=1)
+    except KeyboardInterrupt:
+        print(f"interrupted at {model.num_timesteps} steps: saving what was learned", file=sys.stderr)
+    model.save(os.path.join(run_dir, "model.zip"))
+    model.save_replay_buffer(os.path.join(run_dir, "replay_buffer.pkl"))
+    model.reward_model.save(os.path.join(run_dir, "reward_model.pt"))
+    model.pref_learner.dataset.save(os.path.join(run_dir, "preferences.npz"))
+    env.close()
+    print(f"saved to {run_dir}")
+    return model
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""
+PEBBLE runs as B-Pref starts them: ``train_PEBBLE.py key=value ...`` (its Hydra overrides), per-task
+settings from its run scripts, and the :class:`~sb3_pref.SAC_REWARD` they build.
+
+B-Pref's SAC differs from SB3's in two settings that are mapped, not copied: its critic target is
+updated every 2 gradient steps (``target_update_interval=2``) and its temperature starts at 0.1
+(``ent_coef="auto_0.1"``). Its actor's log-std bounds (-5, 2) are SB3's defaults too.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+from stable_baselines3.common.vec_env import VecEnv
+
+from sb3_pref.common.reward_model import RewardModel
+from sb3_pref.sac_reward import SAC_REWARD
+
+#: B-Pref's ``config/train_PEBBLE.yaml`` and ``config/agent/sac.yaml`` defaults (flat names), with
+#: ``num_unsup_steps`` at its run scripts' 9000.
+PEBBLE_DEFAULTS: dict[str, Any] = {
+    "env": "walker_walk", "seed": 1, "segment": 50, "activation": "tanh", "num_seed_steps": 1000,
+    "num_unsup_steps": 9000, "num_interact": 5000, "reward_lr": 3e-4, "reward_batch": 128, "reward_update": 200,
+    "feed_type": 0, "reset_update": 100, "topK": 5, "ensemble_size": 3, "max_feedback": 1400,
+    "teacher_beta": -1.0, "teacher_gamma": 1.0, "teacher_eps_mistake": 0.0, "teacher_eps_skip": 0.0,
+    "teacher_eps_equal": 0.0, "num_train_steps": 1_000_000, "gradient_update": 1, "device": "auto",
+    "agent.params.actor_lr": 1e-4, "agent.params.critic_lr": 1e-4, "agent.params.alpha_lr": 1e-4,
+    "agent.params.batch_size": 1024, "agent.params.init_temperature": 0.1, "agent.params.discount": 0.99,
+    "agent.params.critic_tau": 0.005, "agent.params.critic_target_update_frequency": 2,
+    "diag_gaussian_actor.params.hidden_dim": 1024, "diag_gaussian_actor.params.hidden_depth": 2,
+    "double_q_critic.params.hidden_dim": 1024, "double_q_critic.params.hidden_depth": 2,
+}  # fmt: skip
+
+_DMC = {"agent.params.actor_lr": 5e-4, "agent.params.critic_lr": 5e-4, "num_train_steps": 500_000,
+        "num_interact": 20_000, "reward_update": 50}  # fmt: skip
+_METAWORLD = {
+    "agent.params.actor_lr": 3e-4, "agent.params.critic_lr": 3e-4, "num_train_steps": 1_000_000,
+    "agent.params.batch_size": 512, "double_q_critic.params.hidden_dim": 256, "double_q_critic.params.hidden_depth": 3,
+    "diag_gaussian_actor.params.hidden_dim": 256, "diag_gaussian_actor.params.hidden_depth": 3,
+    "reward_update": 10, "num_interact": 5000,
+}  # fmt: skip
+
+#: Per-task settings of B-Pref's ``scripts/<task>/<budget>/<teacher>/run_PEBBLE.sh``; ``budgets`` lists
+#: its (max_feedback, reward_batch) pairs. B-Pref ships no PEBBLE script for cheetah_run (walker_walk's
+#: settings are used) nor door-open (button-press's).
+PEBBLE_TASKS: dict[str, dict[str, Any]] = {
+    "walker_walk": {**_DMC, "budgets": [(100, 10), (1000, 100)]},
+    "cheetah_run": {**_DMC, "budgets": [(100, 10), (1000, 100)]},
+    "quadruped_walk": {**_DMC, "agent.params.actor_lr": 1e-4, "agent.params.critic_lr": 1e-4,
+                       "num_train_steps": 1_000_000, "num_interact": 30_000, "budgets": [(1000, 100), (2000, 200)]},
+    "metaworld_button-press-v2": {**_METAWORLD, "budgets": [(10000, 50), (20000, 100)]},
+    "metaworld_door-open-v2": {**_METAWORLD, "budgets": [(10000, 50), (20000, 100)]},
+    "metaworld_sweep-into-v2": {**_METAWORLD, "budgets": [(10000, 50), (20000, 100)]},
+}  # fmt: skip
+
+
+def _convert(key: str, text: str) -> Any:
+    default = PEBBLE_DEFAULTS[key]
+    try:
+        if isinstance(default, bool):
+            return text.lower() in ("1", "true", "yes")
+        if isinstance(default, int):
+            return int(float(text))  # B-Pref writes 1e6
+        if isinstance(default, float):
+            return float(text)
+    except ValueError:
+        raise ValueError(f"{key}={text!r}: expected a {type(default).__name__}") from None
+    return text
+
+
+def parse_overrides(argv: Sequence[str]) -> dict[str, Any]:
+    """
+    B-Pref's ``key=value`` command line on top of :data:`PEBBLE_DEFAULTS` and the task's :data:`PEBBLE_TASKS` entry.
+
+    :param argv: e.g. ``["env=walker_walk", "max_feedback=1000", "reward_batch=100"]``
+    :return: every setting, flat names
+    """
+    given: dict[str, Any] = {}
+    for item in argv:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"{item!r}: arguments are B-Pref's key=value overrides, e.g. env=walker_walk")
+        if key not in PEBBLE_DEFAULTS:
+            known = ", ".join(sorted(PEBBLE_DEFAULTS))
+            raise ValueError(f"unknown setting {key!r}: known settings are {known}")
+        given[key] = _convert(key, value)
+    env = given.get("env", PEBBLE_DEFAULTS["env"])
+    task = {key: value for key, value in PEBBLE_TASKS.get(env, {}).items() if key != "budgets"}
+    return {**PEBBLE_DEFAULTS, **task, **given}
+
+
+def make_pebble(config: dict[str, Any], env: VecEnv, **kwargs: Any) -> SAC_REWARD:
+    """
+    The :class:`~sb3_pref.SAC_REWARD` of a B-Pref PEBBLE run.
+
+    :param config: settings from :func:`parse_overrides`
+    :param env: the (dm_control or Meta-World) VecEnv
+    :param kwargs: more ``SAC_REWARD`` arguments (``verbose``, ``tensorboard_log``, ...)
+    """
+    if config["agent.params.actor_lr"] != config["agent.params.critic_lr"]:
+        raise ValueError("SB3's SAC has one learning rate: give agent.params.actor_lr == agent.params.critic_lr")
+    reward_model = RewardModel(
+        env.observation_space, env.action_space, size_segment=config["segment"], activation=config["activation"],
+        lr=config["reward_lr"], mb_size=config["reward_batch"], ensemble_size=config["ensemble_size"],
+        teacher_beta=config["teacher_beta"], teacher_gamma=config["teacher_gamma"],
+        teacher_eps_mistake=config["teacher_eps_mistake"], teacher_eps_skip=config["teacher_eps_skip"],
+        teacher_eps_equal=config["teacher_eps_equal"],
+    )  # fmt: skip
+    actor = [config["diag_gaussian_actor.params.hidden_dim"]] * config["diag_gaussian_actor.params.hidden_depth"]
+    critic = [config["double_q_critic.params.hidden_dim"]] * config["double_q_critic.params.hidden_depth"]
+    return SAC_REWARD(
+        "MlpPolicy", env, reward_model=reward_model, learning_rate=config["agent.params.actor_lr"],
+        buffer_size=config["num_train_steps"], learning_starts=config["num_seed_steps"],
+        batch_size=config["agent.params.batch_size"], tau=config["agent.params.critic_tau"],
+        gamma=config["agent.params.discount"], gradient_steps=config["gradient_update"],
+        ent_coef=f"auto_{config['agent.params.init_temperature']}",
+        target_update_interval=config["agent.params.critic_target_update_frequency"],
+        policy_kwargs={"net_arch": {"pi": actor, "qf": critic}}, seed=config["seed"], device=config["device"],
+        num_interaction=config["num_interact"], feed_type=config["feed_type"], re_update=config["reward_update"],
+        max_feed=config["max_feedback"], unsuper_step=config["num_unsup_steps"], entropy_k=config["topK"],
+        reset_update=config["reset_update"], metaworld_flag=config["env"].startswith("metaworld"),
+        reward_schedule="bpref", **kwargs,
+    )  # fmt: skip
+
+
+__all__ = ["PEBBLE_DEFAULTS", "PEBBLE_TASKS", "make_pebble", "parse_overrides"]
