@@ -363,7 +363,7 @@ class PreferenceLearner:
             if set(current) != set(saved):
                 return  # not the same kind of teacher: nothing of the saved progress applies
             # Without a saved rng_state the teacher draws nothing at random (e.g. a human): nothing to keep.
-            own = {key: current[key] for key in ("config", "rng_state") if key in current}
+            own: dict[str, Any] = {key: current[key] for key in ("config", "rng_state") if key in current}
             saved = {**saved, **own}
         if self.restore_teacher == "progress":
             current = self.teacher.state_dict()

@@ -190,7 +190,7 @@ class PreferenceRewardMixin(RLHFMixin):
             super().__init__(*args, **kwargs)
         except Exception:
             # A call refused by the checks against the env leaves the caller's reward model as it was.
-            if reward_model is not None:
+            if reward_model is not None and previous_segment is not None:
                 reward_model.size_segment = previous_segment
             raise
 

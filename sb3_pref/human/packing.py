@@ -20,7 +20,7 @@ def pack_pair(seg_0: SegmentBatch, seg_1: SegmentBatch, index: int) -> bytes:
         for name, values in segments.extras.items():
             arrays[f"extra_{side}_{name}"] = values[index]
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]  # numpy's stub types allow_pickle only
     return buffer.getvalue()
 
 

@@ -224,8 +224,8 @@ class _Views:
     def answer(self) -> tuple[Response, int]:
         parsed = self._choice_body()
         if isinstance(parsed[0], Response):
-            return parsed  # type: ignore[return-value]
-        query_id, choice, labeller = parsed  # type: ignore[misc]
+            return parsed
+        query_id, choice, labeller = parsed
         try:
             result = self.store.submit(query_id, choice, labeller)
         except UnknownQueryError:
@@ -251,8 +251,8 @@ class _Views:
     def correct(self) -> tuple[Response, int]:
         parsed = self._choice_body()
         if isinstance(parsed[0], Response):
-            return parsed  # type: ignore[return-value]
-        query_id, choice, labeller = parsed  # type: ignore[misc]
+            return parsed
+        query_id, choice, labeller = parsed
         outcome = self.store.correct_answer(query_id, choice, labeller)
         if outcome == "unanswered":
             return _bad_request(f"query {query_id} has no answer to correct", 404)
@@ -271,7 +271,8 @@ class _Views:
             return _bad_request("expected a JSON object with a positive 64-bit integer query_id")
         load_ms = body.get("load_ms") if body is not None else None
         valid_load = isinstance(load_ms, (int, float)) and not isinstance(load_ms, bool) and 0 <= load_ms < 1e8
-        if not self.store.mark_shown(query_id, load_ms / 1000.0 if valid_load else None):
+        seconds = float(load_ms) / 1000.0 if valid_load and load_ms is not None else None
+        if not self.store.mark_shown(query_id, seconds):
             return _bad_request(f"no query {query_id} was issued by this run", 404)
         return jsonify(ok=True), 200
 
