@@ -185,3 +185,30 @@ def test_page_has_a_strict_content_security_policy(served):
         assert response.headers["Referrer-Policy"] == "no-referrer"
         assert response.headers["Cache-Control"] == "no-store"
     assert "default-src 'none'" in policy and "script-src 'nonce-" in policy and "unsafe" not in policy
+
+
+def test_serve_command_line_serves_the_run_dir(tmp_path):
+    """``python -m sb3_pref.human serve RUN_DIR`` prints a working page address (not a crash of its own parser)."""
+    import subprocess
+    import sys
+
+    store = LabelStore(tmp_path / "labels.sqlite")
+    store.set_meta("instruction", "Which one stays upright?")
+    store.close()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sb3_pref.human", "serve", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()
+        assert line.startswith("label the pending queries at http://127.0.0.1:"), (line, process.stderr.read())
+        url = line.split(" at ")[1].split()[0]
+        token = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)["token"][0]
+        status, body = request(server_base(url), "api/next", token)
+        assert status == 200 and body is not None
+        assert request(server_base(url), "api/next", "wrong-token")[0] == 403
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
