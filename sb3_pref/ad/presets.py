@@ -33,8 +33,8 @@ NOISY_ROOM: dict[str, Any] = dict(
     learners_per_goal=20,
     learner_kwargs=dict(anneal_fraction=0.75),
     model=dict(
-        seq_len=48, embed_dim=32, n_layers=2, n_heads=4, ff_dim=128, attention_dropout=0.0, residual_dropout=0.0,
-        recency_bias=True, learning_rate=3e-3, min_learning_rate=1.5e-4, n_updates=400, batch_size=32,
+        seq_len=48, embed_dim=48, n_layers=1, n_heads=4, ff_dim=192, attention_dropout=0.0, residual_dropout=0.0,
+        recency_bias=True, learning_rate=3e-3, min_learning_rate=1.5e-4, n_updates=500, batch_size=32,
         max_history_steps=None,
     ),
 )
