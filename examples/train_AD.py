@@ -50,13 +50,13 @@ ROOM_PRESETS: dict[str, dict[str, Any]] = {
         size=NOISY_ROOM["room"]["size"], episode_length=NOISY_ROOM["room"]["episode_length"], n_test=NOISY_ROOM["n_test"],
         no_terminate_on_goal=not NOISY_ROOM["room"]["terminate_on_goal"], learners_per_goal=NOISY_ROOM["learners_per_goal"],
         episodes_per_trial=NOISY_ROOM["episodes"], recency_bias=NOISY_ROOM["model"]["recency_bias"],
-        residual_dropout=NOISY_ROOM["model"]["residual_dropout"],
+        residual_dropout=NOISY_ROOM["model"]["residual_dropout"], min_learning_rate=NOISY_ROOM["model"]["min_learning_rate"],
         anneal_fraction=NOISY_ROOM["learner_kwargs"]["anneal_fraction"],
     ),
 }
 ROOM_DEFAULTS: dict[str, Any] = dict(
     size=9, episode_length=20, n_test=AD_TEST_GOALS, no_terminate_on_goal=False, learners_per_goal=1, episodes_per_trial=20,
-    recency_bias=False, residual_dropout=0.1, anneal_fraction=0.5,
+    recency_bias=False, residual_dropout=0.1, anneal_fraction=0.5, min_learning_rate=2e-6,
 )
 
 
@@ -77,6 +77,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--episodes-per-trial", type=int, default=None, help="default: 20")
     parser.add_argument("--recency-bias", action="store_true", default=None, help="ALiBi in attention (not the seed's)")
     parser.add_argument("--residual-dropout", type=float, default=None, help="default: 0.1")
+    parser.add_argument("--min-learning-rate", type=float, default=None, help="end of the cosine decay (default: 2e-6)")
     parser.add_argument("--anneal-fraction", type=float, default=None, help="noisy expert: share of steps to epsilon 0")
     parser.add_argument("--eval-trials", type=int, default=None, help="default: 4 per held-out goal")
     parser.add_argument("--verbose", type=int, default=1)
@@ -110,7 +111,8 @@ def main() -> None:
 
     start = time.perf_counter()
     model_kwargs = {name: getattr(args, name) for name in PRESETS["seed"] if name not in ("learner", "steps")}
-    model_kwargs.update(recency_bias=args.recency_bias, residual_dropout=args.residual_dropout)
+    model_kwargs.update(recency_bias=args.recency_bias, residual_dropout=args.residual_dropout,
+                        min_learning_rate=args.min_learning_rate)
     model = AD(histories, device=args.device, seed=args.seed, verbose=args.verbose, **model_kwargs)
     model.learn(log_interval=max(args.n_updates // 20, 1))
     model.save(os.path.join(args.output_dir, "model"))

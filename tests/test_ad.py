@@ -336,7 +336,7 @@ def test_ad_improves_in_context_on_held_out_goals_and_beats_shuffled_histories()
     from sb3_pref.ad.presets import NOISY_ROOM, short_histories
     from sb3_pref.rl2.evaluation import evaluate_adaptation
 
-    room, episodes, n_trials = NOISY_ROOM["room"], NOISY_ROOM["episodes"], 192
+    room, episodes, n_trials = NOISY_ROOM["room"], NOISY_ROOM["episodes"], 384
     train_goals, test_goals = split_goals(0, size=room["size"], n_test=NOISY_ROOM["n_test"])
     histories = short_histories(train_goals, seed=0)
     assert histories.n_histories == 20 * len(train_goals) and histories.length == NOISY_ROOM["model"]["seq_len"]
