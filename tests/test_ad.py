@@ -359,11 +359,14 @@ def test_ad_improves_in_context_on_held_out_goals_and_beats_shuffled_histories()
         return g.mean(), g.std(ddof=1) / np.sqrt(len(g))
 
     (ad_gain, ad_se), (shuffled_gain, shuffled_se) = gain(returns["ordered"]), gain(returns["shuffled"])
-    print({name: r.mean(0).round(2).tolist() for name, r in returns.items()}, ad_gain, ad_se, shuffled_gain, shuffled_se)
+    # Measured (benchmarks/AD.md): gains +1.34 to +1.45 (s.e. 0.15) against +0.09 to +0.11 (s.e. 0.09), that is
+    # 7-8 standard errors apart; the bounds below leave room for other numerics, and a model that does not
+    # learn in context (the shuffled control, or equal gains) breaks them.
     # AD improves across in-context episodes, far beyond noise...
-    assert ad_gain > 4 * ad_se
-    # ... and faster than the same data without its learning trend.
-    assert ad_gain - shuffled_gain > 2.5 * np.hypot(ad_se, shuffled_se)
+    assert ad_gain > 5 * ad_se, (ad_gain, ad_se)
+    # ... and faster than the same data without its learning trend...
+    assert ad_gain - shuffled_gain > 4 * np.hypot(ad_se, shuffled_se), (ad_gain, shuffled_gain)
+    # ... so that it ends higher, though it starts lower (its histories start at epsilon = 1).
     late = {name: r[:, -2:].mean(1) for name, r in returns.items()}
     late_se = np.hypot(*(v.std(ddof=1) / np.sqrt(n_trials) for v in late.values()))
-    assert late["ordered"].mean() - late["shuffled"].mean() > 1.5 * late_se
+    assert late["ordered"].mean() - late["shuffled"].mean() > 2.5 * late_se, {k: v.mean() for k, v in late.items()}
