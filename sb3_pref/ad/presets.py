@@ -3,7 +3,7 @@ Named settings of the whole AD pipeline besides the seed's (the seed's are the d
 :class:`~sb3_pref.ad.ad.AD`, :func:`~sb3_pref.ad.collect.record_learner` and ``DarkRoom``).
 
 :data:`NOISY_ROOM` is the smallest setting in which in-context learning shows on held-out goals on a
-CPU in about a minute, following AD^epsilon (Zisman et al., "Emergence of in-context reinforcement
+CPU in one to two minutes, following AD^epsilon (Zisman et al., "Emergence of in-context reinforcement
 learning from noise distillation"): the source "learner" is DarkRoom's shortest path with
 epsilon-greedy noise annealed from 1 to 0, and every history is one short run from scratch that
 fits whole in the model's context. Two choices make improvement visible inside a context, where
