@@ -349,6 +349,10 @@ class AD:
         context = state if state is not None else self._empty_state(n)
         new_state, window = extend_context(obs, context, starts, self.config.obs_dim, self.config.n_actions)
         window = (*window[:2], self._reward_index(window[2]), *window[3:])
+        # Drop the left-padding slots that no env uses: masked keys change nothing for the valid queries, and
+        # envs in step (every env of an evaluation batch) then need no padding mask at all, the costly part.
+        first = int(np.argmax(window[4].any(0)))
+        window = tuple(a[:, first:] for a in window)
         self.policy.eval()
         with th.no_grad(), self._autocast():
             tensors = [th.as_tensor(a, device=self.device) for a in window]
