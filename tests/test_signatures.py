@@ -101,6 +101,7 @@ def test_both_a_model_and_its_kwargs_are_refused():
 # mostly VecEnv observation unions and sb3-contrib's LSTM-typed recurrent policy): add them here once clean.
 MYPY_CLEAN_PACKAGES = (
     "sb3_pref.common", "sb3_pref.ppo_reward", "sb3_pref.sac_reward", "sb3_pref.envs", "sb3_pref.human", "sb3_pref.zoo",
+    "sb3_pref.rl2",
 )  # fmt: skip
 
 

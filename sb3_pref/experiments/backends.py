@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Optional
+from typing import IO, Any, Optional
 
 #: a finished run: its folder, whether it succeeded, and an error message if not
 Outcome = tuple[str, bool, str]
@@ -73,7 +73,7 @@ class LocalBackend(Backend):
 
     def __init__(self, workers: Optional[int] = None) -> None:
         self.capacity = workers or usable_cores()
-        self._processes: dict[str, tuple[subprocess.Popen, object]] = {}
+        self._processes: dict[str, tuple[subprocess.Popen, IO[bytes]]] = {}
 
     def start(self, run_dir: str) -> None:
         log = open(os.path.join(run_dir, "stdout.log"), "ab")
@@ -162,7 +162,9 @@ class RayBackend(Backend):
         self._ray = ray
         self._started_here = not ray.is_initialized()
         if self._started_here:
-            local = dict(num_cpus=workers or usable_cores(), include_dashboard=False) if address is None else {}
+            local: dict[str, Any] = {}
+            if address is None:
+                local = dict(num_cpus=workers or usable_cores(), include_dashboard=False)
             env_vars = dict(_ONE_THREAD)
             if address is None:
                 # Workers on this machine import this process's sb3_pref; a cluster's nodes bring their own.

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from stable_baselines3 import PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
@@ -148,9 +148,9 @@ def make_prefppo(
         train_dtype=args.re_train_dtype,
     )
     return PPO_REWARD(
-        reward_model,
         MlpPolicy,
         env,
+        reward_model=reward_model,
         **ppo_kwargs(args, tensorboard_log, verbose, device),
         num_interaction=args.re_num_interaction,
         num_feed=args.re_num_feed,
@@ -218,8 +218,9 @@ def save_outputs(model: BaseAlgorithm, output_dir: str) -> None:
     if vec_normalize is not None:
         vec_normalize.save(os.path.join(output_dir, "vecnormalize.pkl"))
     if getattr(model, "reward_model", None) is not None:
-        model.reward_model.save(os.path.join(output_dir, "reward_model.pt"))
-        model.pref_learner.dataset.save(os.path.join(output_dir, "preferences.npz"))
+        learner = cast(Any, model)  # a PPO_REWARD / SAC_REWARD: it has a reward model (checked just above)
+        learner.reward_model.save(os.path.join(output_dir, "reward_model.pt"))
+        learner.pref_learner.dataset.save(os.path.join(output_dir, "preferences.npz"))
 
 
 def learn_and_save(model: BaseAlgorithm, run: Run, total_timesteps: int, **learn_kwargs: Any) -> None:

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cache
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, cast
 
 from sb3_pref.common.teachers import ScriptedTeacher
 from sb3_pref.experiments.defaults import AD_KEYS, ALGORITHMS, RL2_KEYS, algorithm_runs_on, default_budgets, task_defaults
@@ -92,8 +92,8 @@ def parse_budget(value: Union[str, int, Mapping[str, Any]]) -> Budget:
             max_feed = int(value["max_feed"])
             budget = Budget(max_feed, int(value.get("re_batch", max(1, max_feed // 10))), str(value.get("name", "")))
         elif isinstance(value, str) and "x" in value:
-            max_feed, re_batch = value.lower().split("x")
-            budget = Budget(int(max_feed), int(re_batch))
+            feed_text, batch_text = value.lower().split("x")
+            budget = Budget(int(feed_text), int(batch_text))
         else:
             budget = Budget(int(value), max(1, int(value) // 10))
     except (KeyError, TypeError, ValueError) as error:
@@ -136,7 +136,8 @@ class RunSpec:
         """The run's folder inside the grid's output folder, e.g. ``prefppo/walker_walk/oracle/1000x100/seed0``."""
         parts = [self.algo, self.task]
         if self.algo == "prefppo":
-            parts += [self.teacher, self.budget.label]
+            # a prefppo spec carries a teacher and a budget (RunGrid.expand sets both)
+            parts += [cast(str, self.teacher), cast(Budget, self.budget).label]
         return "/".join([*parts, f"seed{self.seed}"])
 
     @property
@@ -197,7 +198,7 @@ class GridConfig:
             settings = {k: v for k, v in settings.items() if not k.startswith(_PPO_IGNORED_PREFIXES)}
         settings = _typed(algo, task, settings)
         total = int(settings["total_timesteps"])
-        common = dict(
+        common: dict[str, Any] = dict(
             algo=algo,
             task=task,
             seed=seed,
@@ -322,8 +323,9 @@ def bpref_args(run: RunSpec) -> argparse.Namespace:
     """
     values = dict(run.hyperparameters, env=run.task, seed=run.seed)
     if run.algo == "prefppo":
-        values.update(re_max_feed=run.budget.max_feed, re_batch=run.budget.re_batch)
-        values.update({option: run.teacher_params[key] for option, key in TEACHER_FLAGS.items()})
+        budget, teacher_params = cast(Budget, run.budget), cast(dict[str, float], run.teacher_params)
+        values.update(re_max_feed=budget.max_feed, re_batch=budget.re_batch)
+        values.update({option: teacher_params[key] for option, key in TEACHER_FLAGS.items()})
     return args_from_mapping(values, learns_reward=run.algo == "prefppo")
 
 

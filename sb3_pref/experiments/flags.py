@@ -9,7 +9,7 @@ import difflib
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable, NoReturn, Optional
+from typing import Any, Callable, NoReturn, Optional, cast
 
 from sb3_pref.common.query import QUERY_METHODS, resolve_query_method
 from sb3_pref.common.teachers import ScriptedTeacher
@@ -255,7 +255,12 @@ def typed_flags(values: Mapping[str, Any]) -> dict[str, Any]:
 
     :raises ValueError: for a value a flag would reject
     """
-    types = {action.dest: action.type for action in build_parser("", raise_errors=True)._actions if action.type is not None}
+    # every typed flag of build_parser has a converter function (none is named by a string)
+    types = {
+        action.dest: cast(Callable[[str], Any], action.type)
+        for action in build_parser("", raise_errors=True)._actions
+        if action.type is not None
+    }
     typed = {}
     for key, value in values.items():
         try:

@@ -1,6 +1,7 @@
 """The Markdown text of a grid report (numbers and figures come from :mod:`sb3_pref.experiments.report`)."""
 
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from sb3_pref.experiments.records import RunRecord
@@ -31,7 +32,7 @@ def markdown_report(
     figures: dict[str, list[str]],
     adaptation_note: str,
     metaworld_metric: str,
-    adaptation_lines: list[str] = (),
+    adaptation_lines: Sequence[str] = (),
 ) -> str:
     """
     :param grid: the grid's ``grid.json`` (name, description)
@@ -49,7 +50,7 @@ def markdown_report(
     """
     statuses = Counter(run.status for run in all_runs)
     unfinished = {status: n for status, n in statuses.items() if status != "finished"}
-    by_algo: Counter = Counter()
+    by_algo: defaultdict[str, float] = defaultdict(float)  # hours are fractional: not a Counter
     for run in all_runs:
         by_algo[run.spec.algo] += run.wall_time
     cpu_hours = sum(RunRecord(run.run_dir).data.get("cpu_time", 0.0) for run in all_runs)

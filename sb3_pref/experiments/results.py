@@ -8,7 +8,7 @@ import csv
 import os
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, cast
 
 import numpy as np
 
@@ -37,7 +37,7 @@ class RunResult:
     def variant(self) -> str:
         """What a curve's line is named: the teacher for PrefPPO, the algorithm otherwise."""
         if self.spec.algo == "prefppo":
-            return self.spec.teacher
+            return cast(str, self.spec.teacher)  # a prefppo spec always names its teacher
         return {"ppo": "PPO (true reward)", "rl2": "RL2", "ad": "AD"}[self.spec.algo]
 
     @property
@@ -238,7 +238,7 @@ def adaptation_curves(runs: list[RunResult], seed: int = 0) -> dict[str, dict[st
     result: dict[str, dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     for task, agents in per_task.items():
         result[task] = {}
-        for agent, curves in agents.items():
-            length = min(len(c) for c in curves)
-            result[task][agent] = bootstrap_mean_curve(np.stack([c[:length] for c in curves]), seed=seed)
+        for agent, agent_curves in agents.items():
+            length = min(len(c) for c in agent_curves)
+            result[task][agent] = bootstrap_mean_curve(np.stack([c[:length] for c in agent_curves]), seed=seed)
     return result

@@ -8,7 +8,7 @@ without it.
 """
 
 import os
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.env_util import make_vec_env
@@ -165,7 +165,7 @@ def finish_rl2(model: BaseAlgorithm, spec: RunSpec, run_dir: str) -> dict[str, A
     train = model.get_env()
     if isinstance(train, VecNormalize):
         train.save(os.path.join(run_dir, "vecnormalize.pkl"))
-        test.obs_rms = train.obs_rms
+        cast(VecNormalize, test).obs_rms = train.obs_rms  # make_rl2_envs normalises both or neither
     trials = settings["eval_trials"]
     results = {
         "RL2": evaluate_adaptation(model, test, trials, deterministic=settings["deterministic_eval"], seed=spec.seed),

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional, TextIO, Union
+from typing import Any, Optional, TextIO, Union, cast
 
 from sb3_pref.experiments.backends import Backend, make_backend
 from sb3_pref.experiments.config import GridConfig, RunSpec, load_config
@@ -113,7 +113,7 @@ class _Lock:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.handle.close()
+        cast(TextIO, self.handle).close()  # opened by __enter__
 
 
 def _duration(seconds: float) -> str:

@@ -8,14 +8,16 @@ Every function takes a ``seed`` so that a report drawn twice from the same logs 
 """
 
 from collections.abc import Sequence
-from typing import Callable
+from typing import Any, Callable, Union
 
 import numpy as np
 
 Statistic = Callable[[np.ndarray], float]
+# Scores arrive as lists from the logs or as arrays from a report's matrices; both are accepted.
+Scores = Union[Sequence[float], np.ndarray]
 
 
-def iqm(values: Sequence[float]) -> float:
+def iqm(values: Scores) -> float:
     """
     Interquartile mean: the mean of the middle 50% of the values, trimming ``int(0.25 * n)`` from
     each end (as ``scipy.stats.trim_mean(values, 0.25)``, which rliable uses).
@@ -38,7 +40,7 @@ def _percentiles(samples: np.ndarray, confidence: float) -> tuple[float, float]:
 
 
 def bootstrap_ci(
-    values: Sequence[float],
+    values: Scores,
     statistic: Statistic = np.mean,
     confidence: float = 0.95,
     n_resamples: int = 2000,
@@ -96,7 +98,7 @@ def bootstrap_mean_curve(
 
 
 def stratified_bootstrap_ci(
-    groups: Sequence[Sequence[float]],
+    groups: Sequence[Scores],
     statistic: Statistic = iqm,
     confidence: float = 0.95,
     n_resamples: int = 2000,
@@ -123,7 +125,7 @@ def stratified_bootstrap_ci(
     return _percentiles(samples, confidence)
 
 
-def normalise(scores: Sequence[float], baseline: float) -> np.ndarray:
+def normalise(scores: Scores, baseline: float) -> np.ndarray:
     """
     Scores divided by a baseline's (B-Pref: PrefPPO's return over PPO's on the true reward).
 
@@ -146,5 +148,5 @@ class _quiet:
         self._catch.__enter__()
         warnings.simplefilter("ignore", category=RuntimeWarning)
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self._catch.__exit__(*exc)

@@ -13,11 +13,12 @@ import shutil
 import sys
 import time
 import traceback
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.logger import CSVOutputFormat, HumanOutputFormat, KVWriter, Logger, TensorBoardOutputFormat
+from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.common.callbacks import AtomicCheckpointCallback, Checkpoint
 from sb3_pref.common.callbacks import list_checkpoints as _list_checkpoints
@@ -201,7 +202,7 @@ def _execute_locked(record: RunRecord, backend: str, stdout_log: bool) -> dict[s
             model.learn(remaining, callback=callback, reset_num_timesteps=checkpoint is None)
         _, finish = _kind(spec)
         summary = finish(model, spec, run_dir)
-        model.get_env().close()
+        cast(VecEnv, model.get_env()).close()  # every run's model is built with its env
         write_progress(run_dir)
         record.data["final"] = {**final_scores(run_dir), **summary}
         record.end_attempt(

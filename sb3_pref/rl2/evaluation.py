@@ -11,7 +11,7 @@ import csv
 import os
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any, Optional, Protocol, Union
+from typing import Any, Optional, Protocol, Union, cast
 
 import gymnasium as gym
 import numpy as np
@@ -152,7 +152,7 @@ def evaluate_adaptation(
     # A model that learned its reward shows the policy that reward, never the env's: the same at evaluation.
     prepare_eval_env = getattr(model, "prepare_eval_env", None)
     if prepare_eval_env is not None:
-        env = prepare_eval_env(env)
+        env = cast(VecEnv, prepare_eval_env(env))
     episodes = set(env.get_attr("episodes_per_trial"))
     if len(episodes) != 1:
         raise ValueError(f"env must hold trial envs with one episodes_per_trial, got {sorted(episodes)}")
@@ -166,12 +166,13 @@ def evaluate_adaptation(
 
     if seed is not None:
         env.seed(seed)
-    observations = env.reset()
+    observations = cast(np.ndarray, env.reset())  # trial observations are flat arrays (Box)
     states = None
     starts = np.ones(n_envs, dtype=bool)
     while np.any(counts < targets):
         actions, states = model.predict(observations, state=states, episode_start=starts, deterministic=deterministic)
-        observations, _, dones, infos = env.step(actions)
+        step_obs, _, dones, infos = env.step(actions)
+        observations = cast(np.ndarray, step_obs)
         for i, info in enumerate(infos):
             if EPISODE_RETURN_KEY in info:
                 current[i].append(

@@ -3,7 +3,7 @@ Recurrent actor-critic policies for RL2: sb3-contrib's LSTM policy with a GRU op
 faster sequence pass for training.
 """
 
-from typing import Any, ClassVar, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional, Union
 
 import torch as th
 from gymnasium import spaces
@@ -90,11 +90,12 @@ class RL2Policy(RecurrentActorCriticPolicy):
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
         self.recurrent_cell = recurrent_cell
         if recurrent_cell == "gru":
-            self.lstm_actor = self._make_gru(self.lstm_actor)
+            # A GRU behind nn.LSTM's calling convention, under the names RecurrentPPO reads.
+            self.lstm_actor = self._make_gru(self.lstm_actor)  # type: ignore[assignment]
             if self.lstm_critic is not None:
-                self.lstm_critic = self._make_gru(self.lstm_critic)
-            # The parent built its optimizer over the LSTM weights just replaced.
-            self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+                self.lstm_critic = self._make_gru(self.lstm_critic)  # type: ignore[assignment]
+            # The parent built its optimizer over the LSTM weights just replaced (call as SB3 writes it).
+            self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)  # type: ignore[call-arg]
 
     def _make_gru(self, lstm: nn.LSTM) -> GRUWithCellState:
         return GRUWithCellState(lstm.input_size, lstm.hidden_size, lstm.num_layers, **self.lstm_kwargs)
@@ -113,12 +114,13 @@ class RL2Policy(RecurrentActorCriticPolicy):
         )
         return data
 
+    # sb3-contrib annotates the result as (Tensor, Tensor) but returns (output, (hidden, cell)), as here.
     @staticmethod
-    def _process_sequence(
+    def _process_sequence(  # type: ignore[override]
         features: th.Tensor,
         lstm_states: tuple[th.Tensor, th.Tensor],
         episode_starts: th.Tensor,
-        lstm: nn.Module,
+        lstm: Union[nn.LSTM, GRUWithCellState],
     ) -> tuple[th.Tensor, tuple[th.Tensor, th.Tensor]]:
         """
         Run padded sequences through the recurrent module.
@@ -132,7 +134,13 @@ class RL2Policy(RecurrentActorCriticPolicy):
         n_seq = lstm_states[0].shape[1]
         starts = episode_starts.reshape((n_seq, -1)).swapaxes(0, 1)
         if th.any(starts[1:] != 0.0):
-            return RecurrentActorCriticPolicy._process_sequence(features, lstm_states, episode_starts, lstm)
+            # The parent's loop takes any module with nn.LSTM's calling convention (see above for the result).
+            return RecurrentActorCriticPolicy._process_sequence(  # type: ignore[return-value]
+                features,
+                lstm_states,
+                episode_starts,
+                lstm,  # type: ignore[arg-type]
+            )
         keep = (1.0 - starts[0]).view(1, n_seq, 1)
         sequence = features.reshape((n_seq, -1, lstm.input_size)).swapaxes(0, 1)
         output, states = lstm(sequence, (lstm_states[0] * keep, lstm_states[1] * keep))

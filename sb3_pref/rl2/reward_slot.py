@@ -15,7 +15,7 @@ this wrapper passes on. The predicted value is written as is (the model's output
 by its output activation).
 """
 
-from typing import Callable, Optional
+from typing import Callable, Optional, cast
 
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecNormalize, unwrap_vec_normalize
@@ -74,7 +74,7 @@ class LearnedRewardObservation(VecEnvWrapper):
         self._fill = value
 
     def reset(self) -> np.ndarray:
-        obs = self.venv.reset()
+        obs = cast(np.ndarray, self.venv.reset())  # trial observations are flat arrays (Box)
         # A trial's first observation has no previous reward: the wrapper already wrote 0 there.
         self._last_obs = self._raw(obs)
         return obs
@@ -84,14 +84,16 @@ class LearnedRewardObservation(VecEnvWrapper):
         self.venv.step_async(actions)
 
     def step_wait(self) -> VecEnvStepReturn:
-        obs, rewards, dones, infos = self.venv.step_wait()
+        step_obs, rewards, dones, infos = self.venv.step_wait()
+        obs = cast(np.ndarray, step_obs)  # trial observations are flat arrays (Box)
         if self._fill != "true":
             # Envs whose trial just ended show a new trial's first observation, whose slot stays 0.
             continuing = ~np.asarray(dones, dtype=bool)
             slot = self.layout.prev_reward_index
             if self._fill == "predicted":
-                features = self._last_obs[:, self.layout.obs]
-                predicted = self.reward_fn(features, self.encode_actions(self._actions))
+                # both set before any step: reset() and step_async() run first
+                features = cast(np.ndarray, self._last_obs)[:, self.layout.obs]
+                predicted = self.reward_fn(features, self.encode_actions(cast(np.ndarray, self._actions)))
                 obs[continuing, slot] = predicted[continuing]
             else:
                 obs[continuing, slot] = 0.0

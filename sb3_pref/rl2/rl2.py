@@ -2,7 +2,7 @@
 
 import warnings
 from collections import deque
-from typing import Any, ClassVar, Optional, TypeVar, Union
+from typing import Any, ClassVar, Optional, TypeVar, Union, cast
 
 import numpy as np
 from gymnasium import spaces
@@ -13,6 +13,8 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback
 from stable_baselines3.common.vec_env import VecEnv
 
+from sb3_pref.common.learner import PreferenceLearner
+from sb3_pref.common.preprocessing import FeatureEncoder
 from sb3_pref.common.rollout import PHASE_PREFERENCE, PHASE_PRETRAIN
 from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 from sb3_pref.envs.trial import (
@@ -106,12 +108,14 @@ class RL2(PreferenceRewardMixin, RecurrentPPO):
         layout = self._layout()
         if layout is None or isinstance(env, LearnedRewardObservation):
             return env
-        return LearnedRewardObservation(env, self.pref_learner.predict_rewards, self._pref_encoder.encode_actions, layout)
+        # callers check pref_learner is not None; the encoder is built with it
+        learner, encoder = cast(PreferenceLearner, self.pref_learner), cast(FeatureEncoder, self._pref_encoder)
+        return LearnedRewardObservation(env, learner.predict_rewards, encoder.encode_actions, layout)
 
     def set_env(self, env: GymEnv, force_reset: bool = True) -> None:
         super().set_env(env, force_reset=force_reset)
         if self.pref_learner is not None:
-            self.env = self._with_learned_reward_slot(self.env)
+            self.env = self._with_learned_reward_slot(cast(VecEnv, self.env))  # set just above
 
     def prepare_eval_env(self, env: VecEnv) -> VecEnv:
         """The env an evaluation should use: with the learned reward in the policy's input when there is one."""
@@ -131,9 +135,10 @@ class RL2(PreferenceRewardMixin, RecurrentPPO):
         size = layout.obs.stop - layout.obs.start
         return spaces.Box(-np.inf, np.inf, shape=(size,), dtype=np.float32)
 
-    def _reward_observation(self, obs: np.ndarray) -> np.ndarray:
+    def _reward_observation(self, obs: Union[np.ndarray, dict]) -> Union[np.ndarray, dict]:
         layout = self._layout()
-        return obs if layout is None else obs[..., layout.obs]
+        # a trial observation is a flat array (Box), never a dict
+        return obs if layout is None else cast(np.ndarray, obs)[..., layout.obs]
 
     def _segment_ends(self, dones: np.ndarray, infos: list[dict[str, Any]]) -> np.ndarray:
         # Preference segments stay inside one inner episode, as the teacher judges episodes.
@@ -186,7 +191,7 @@ class RL2(PreferenceRewardMixin, RecurrentPPO):
             self.logger.record(f"rollout/success_ep{index}", float(np.mean(successes)))
         super().dump_logs(iteration)
 
-    def learn(
+    def learn(  # type: ignore[override]  # unsuper_flag reaches the mixin's learn by name, through **kwargs
         self: SelfRL2,
         total_timesteps: int,
         callback: MaybeCallback = None,
