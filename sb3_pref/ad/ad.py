@@ -16,7 +16,7 @@ import os
 import time
 import zipfile
 from collections.abc import Sequence
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, cast
 
 import numpy as np
 import torch as th
@@ -114,7 +114,7 @@ class AD:
         self.device = get_device(device)
         self.use_bf16 = resolve_precision(self.device, dtype)
         self.dtype = dtype
-        self.hyperparameters = dict(
+        self.hyperparameters: dict[str, Any] = dict(
             learning_rate=learning_rate, min_learning_rate=min_learning_rate, n_updates=int(n_updates),
             batch_size=int(batch_size), betas=tuple(betas), max_grad_norm=max_grad_norm, max_history_steps=max_history_steps,
         )
@@ -156,7 +156,7 @@ class AD:
             self.histories = None
         self.config = _config
         self.policy = ADTransformer(_config).to(self.device)
-        self.optimizer = th.optim.Adam(self.policy.parameters(), lr=learning_rate, betas=tuple(betas))
+        self.optimizer = th.optim.Adam(self.policy.parameters(), lr=learning_rate, betas=(float(betas[0]), float(betas[1])))
         if env is not None:
             self.set_env(env)
         self._data: Optional[dict[str, th.Tensor]] = None
@@ -212,7 +212,8 @@ class AD:
                 timesteps=th.as_tensor(h.timesteps, device=self.device),
             )
             self._sampler = th.Generator(device="cpu")
-            self._sampler.manual_seed(self.seed if self.seed is not None else int(np.random.SeedSequence().entropy % 2**63))
+            fresh = int(cast(int, np.random.SeedSequence().entropy) % 2**63)
+            self._sampler.manual_seed(self.seed if self.seed is not None else fresh)
         return self._data
 
     def set_histories(self, histories: Union[Histories, str, os.PathLike]) -> None:

@@ -9,8 +9,9 @@ it is done, so an interrupted run resumes where it stopped; the shards are then 
 import os
 import time
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
+import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.env_util import make_vec_env
 
@@ -59,13 +60,13 @@ def record_learner(
         model.learn(steps, callback=callback)
         recorder = callback.recorder
         venv.close()
-        n_actions = int(venv.action_space.n)
+        n_actions = int(cast(gym.spaces.Discrete, venv.action_space).n)
     else:
         env = DarkRoom(goals=[goal], **env_kwargs)
         recorder = HistoryRecorder(1, max_steps)
         cls = QLearning if learner == "qlearning" else NoisyExpert
         cls(env, seed=seed, **learner_kwargs).learn(steps, recorder)
-        n_actions = int(env.action_space.n)
+        n_actions = int(cast(gym.spaces.Discrete, env.action_space).n)
     assert recorder is not None
     meta["wall_s"] = time.perf_counter() - start
     return recorder.to_histories(goal, n_actions, meta)

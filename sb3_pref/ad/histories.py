@@ -14,7 +14,7 @@ import json
 import os
 import zipfile
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, cast
 
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
@@ -273,7 +273,7 @@ class RecordHistoryCallback(BaseCallback):
 
     def _raw(self, obs: Any) -> np.ndarray:
         if self._vec_normalize is not None:
-            return self._vec_normalize.get_original_obs()
+            return cast(np.ndarray, self._vec_normalize.get_original_obs())  # DarkRoom's Box observations
         return np.asarray(obs)
 
     def _on_step(self) -> bool:
@@ -282,6 +282,7 @@ class RecordHistoryCallback(BaseCallback):
         if self._vec_normalize is not None:
             rewards = self._vec_normalize.get_original_reward()
         actions = self.locals.get("clipped_actions", self.locals["actions"])
+        assert self._last_obs is not None  # set in _on_training_start
         self.recorder.add(self._last_obs, actions, rewards, self.locals["dones"])
         # After a done, new_obs already holds the next episode's first observation.
         self._last_obs = self._raw(self.locals["new_obs"])

@@ -11,7 +11,7 @@ Any other SB3 algorithm (``PPO``, ``PPO_REWARD``...) is recorded by passing
 :class:`~sb3_pref.ad.histories.RecordHistoryCallback` to its ``learn``.
 """
 
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import gymnasium as gym
 import numpy as np
@@ -21,6 +21,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.ad.histories import HistoryRecorder
+from sb3_pref.envs.darkroom import DarkRoom
 
 
 class EmbedExtractor(BaseFeaturesExtractor):
@@ -147,7 +148,8 @@ class NoisyExpert:
         self.seed = seed
 
     def _expert(self) -> int:
-        room = self.env.unwrapped
+        room = cast(DarkRoom, self.env.unwrapped)
+        assert room.goal is not None  # set by reset, which learn() calls first
         (x, y), (gx, gy) = room._pos, room.goal
         if x != gx:
             return 3 if gx > x else 2
@@ -158,7 +160,7 @@ class NoisyExpert:
     def learn(self, total_timesteps: int, recorder: Optional[HistoryRecorder] = None) -> "NoisyExpert":
         """Act for ``total_timesteps`` steps, recording every step into ``recorder``."""
         obs, _ = self.env.reset(seed=self.seed)
-        n_actions = int(self.env.action_space.n)
+        n_actions = int(cast(gym.spaces.Discrete, self.env.action_space).n)
         for step in range(int(total_timesteps)):
             epsilon = max(0.0, 1.0 - step / max(self.anneal_fraction * total_timesteps, 1.0))
             action = int(self.rng.integers(n_actions)) if self.rng.random() < epsilon else self._expert()

@@ -108,7 +108,7 @@ def finish_ad(model: Any, spec: RunSpec, run_dir: str) -> dict[str, Any]:
     test = model.get_env()
     histories = Histories.load(os.path.join(run_dir, "histories.npz"))
     room = DarkRoom(**_room(s))
-    optimal = [room.optimal_return(tuple(int(v) for v in goal)) for goal in histories.tasks]
+    optimal = [room.optimal_return((int(goal[0]), int(goal[1]))) for goal in histories.tasks]
     _, test_goals = split_goals(spec.seed, size=s["size"], n_test=s["n_test"])
     trials, k = s["eval_trials"], s["episodes_per_trial"]
     results = {
