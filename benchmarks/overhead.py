@@ -144,6 +144,7 @@ def build(algo: str, args: argparse.Namespace) -> OnPolicyAlgorithm:
     """The same env and PPO hyperparameters for both algorithms; only PPO_REWARD gets preference settings."""
     env = VecNormalize(make_vec_dmcontrol_env(args.env, n_envs=args.n_envs, seed=args.seed), norm_reward=False)
     hidden = [args.hidden_dim] * args.num_layer
+    sb3_style = args.ppo_style == "sb3"
     ppo_kwargs: dict[str, Any] = dict(
         seed=args.seed,
         learning_rate=args.lr,
@@ -152,21 +153,37 @@ def build(algo: str, args: argparse.Namespace) -> OnPolicyAlgorithm:
         n_epochs=args.n_epochs,
         gae_lambda=args.gae_lambda,
         ent_coef=0.0,
-        clip_range=LinearSchedule(args.clip_init, 0.0, 1.0),
-        use_sde=True,
-        sde_sample_freq=4,
+        # SB3's PPO: a constant clip range and a state-independent Gaussian; B-Pref: clip annealed to 0, gSDE.
+        clip_range=args.clip_init if sb3_style else LinearSchedule(args.clip_init, 0.0, 1.0),
+        use_sde=not sb3_style,
+        sde_sample_freq=-1 if sb3_style else 4,
         policy_kwargs=dict(net_arch=dict(pi=hidden, vf=list(hidden))),
         device="cpu",
         verbose=0,
     )
     if algo == "PPO":
         model: OnPolicyAlgorithm = PPO("MlpPolicy", env, **ppo_kwargs)
+    elif args.pref_defaults:
+        # What a user gets: only the round sizes and budget of the comparison are set, the reward
+        # model's network, schedule, dtype, device, query selection and pretraining epochs are the defaults.
+        reward_model = RewardModel(env.observation_space, env.action_space, size_segment=args.segment, mb_size=args.re_batch)
+        model = PPO_REWARD(
+            reward_model,
+            "MlpPolicy",
+            env,
+            **ppo_kwargs,
+            teacher="oracle",
+            num_interaction=args.num_interaction,
+            max_feed=args.max_feed,
+            unsuper_step=args.unsuper_step,
+        )
     else:
         reward_model = RewardModel(
             env.observation_space,
             env.action_space,
             size_segment=args.segment,
             mb_size=args.re_batch,
+            hidden_dim=args.re_hidden_dim,
             train_dtype=args.re_train_dtype,
             device="cpu",
         )
@@ -232,6 +249,34 @@ def timed_run(algo: str, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def settings_line(args: argparse.Namespace, pref: dict[str, Any]) -> str:
+    """The settings of the run, in words, as the report's first paragraph."""
+    ppo = (
+        f"clip {args.clip_init} constant, no gSDE (SB3's PPO)"
+        if args.ppo_style == "sb3"
+        else f"clip {args.clip_init} annealed, gSDE (B-Pref's PPO)"
+    )
+    rounds = f"{pref['rounds']} rounds, {pref['total_feed']} labels"
+    if args.pref_defaults:
+        reward = (
+            f"PPO_REWARD with its defaults (RewardModel(obs_space, act_space, size_segment={args.segment}, "
+            f"mb_size={args.re_batch}), teacher='oracle'): {args.unsuper_step} steps of pretraining, {args.re_batch} "
+            f"queries every {args.num_interaction} steps up to {args.max_feed} ({rounds})."
+        )
+    else:
+        reward = (
+            f"PPO_REWARD: oracle teacher, disagreement queries, segments of {args.segment}, {args.unsuper_step} steps "
+            f"of pretraining ({args.unsuper_n_epochs} epochs per update), {args.re_batch} queries every "
+            f"{args.num_interaction} steps up to {args.max_feed} ({rounds}), reward model 3x{args.re_hidden_dim}, at "
+            f"most {args.re_update} epochs per round ({args.reward_schedule} schedule), training in {args.re_train_dtype}."
+        )
+    return (
+        f"Settings: {args.env}, {args.n_envs} envs x {args.n_steps} steps, {args.total_timesteps} steps, seed "
+        f"{args.seed}; PPO lr {args.lr}, batch {args.batch_size}, {args.n_epochs} epochs, gae {args.gae_lambda}, {ppo}, "
+        f"net {args.num_layer}x{args.hidden_dim} pi/vf, VecNormalize(obs). {reward}"
+    )
+
+
 def markdown(args: argparse.Namespace, runs: list[dict[str, dict[str, Any]]], context: dict[str, str]) -> str:
     """The results as Markdown: settings, one row per repeat, the median, and the phase breakdown."""
     ratios = [run["PrefPPO"]["wall"] / run["PPO"]["wall"] for run in runs]
@@ -245,13 +290,7 @@ def markdown(args: argparse.Namespace, runs: list[dict[str, dict[str, Any]]], co
         f"{context['cpus']} CPUs, torch threads {context['threads']}, load average {context['load_before']} before / "
         f"{context['load_after']} after; the machine was shared).",
         "",
-        f"Settings: {args.env}, {args.n_envs} envs x {args.n_steps} steps, {args.total_timesteps} steps, seed {args.seed}; "
-        f"PPO lr {args.lr}, batch {args.batch_size}, {args.n_epochs} epochs, gae {args.gae_lambda}, clip {args.clip_init} "
-        f"annealed, gSDE, net {args.num_layer}x{args.hidden_dim} pi/vf, VecNormalize(obs). PPO_REWARD: oracle teacher, "
-        f"disagreement queries, segments of {args.segment}, {args.unsuper_step} steps of pretraining "
-        f"({args.unsuper_n_epochs} epochs per update), {args.re_batch} queries every {args.num_interaction} steps up to "
-        f"{args.max_feed} ({pref['rounds']} rounds, {pref['total_feed']} labels), at most {args.re_update} "
-        f"reward-model epochs per round ({args.reward_schedule} schedule), reward-model training in {args.re_train_dtype}.",
+        settings_line(args, pref),
         "",
         "| repeat | order | PPO wall (s) | PPO_REWARD wall (s) | ratio | PPO CPU (s) | PPO_REWARD CPU (s) | CPU ratio |",
         "|---|---|---|---|---|---|---|---|",
@@ -425,6 +464,19 @@ def parse_args() -> argparse.Namespace:
         "--re-train-dtype", choices=["auto", "float32", "bfloat16"], default="float32", help="reward-model training"
     )
     parser.add_argument("--reward-schedule", choices=["auto", "bpref"], default="bpref", help="reward-model schedule")
+    parser.add_argument("--re-hidden-dim", type=int, default=256, help="reward-model width (3 layers; B-Pref: 256)")
+    parser.add_argument(
+        "--ppo-style",
+        choices=["bpref", "sb3"],
+        default="bpref",
+        help="bpref: clip annealed to 0 and gSDE; sb3: SB3's constant clip range, no gSDE",
+    )
+    parser.add_argument(
+        "--pref-defaults",
+        action="store_true",
+        help="PPO_REWARD and RewardModel defaults for everything but segment, round size and interval, budget and "
+        "pretraining steps (ignores --re-*, --reward-schedule, --unsuper-n-epochs)",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--target", type=float, default=1.15)
     parser.add_argument("--threads", type=int, default=1, help="torch threads, the same for both algorithms")

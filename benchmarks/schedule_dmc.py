@@ -7,7 +7,7 @@ queries, segments of 50, ``re_update`` 100) train the reward model with ``reward
 ``"bpref"``. After every round: agreement with an oracle on 2000 fresh pairs, the correlation of predicted
 with true per-step rewards, gradient steps and CPU seconds of the round::
 
-    python benchmarks/schedule_dmc.py --env walker_stand --hidden-dim 64 --output benchmarks/schedule_dmc.md
+    python benchmarks/schedule_dmc.py --env walker_stand --variants auto:64 bpref:64 --output benchmarks/schedule_dmc.md
 """
 
 import argparse
@@ -45,7 +45,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=16_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--re-batch", type=int, default=100)
-    parser.add_argument("--hidden-dim", type=int, default=64)
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=["auto:64", "bpref:64"],
+        help="schedule:hidden_dim pairs, e.g. auto:64 bpref:256 (3 layers each)",
+    )
     parser.add_argument("--output", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "schedule_dmc.md"))
     args = parser.parse_args()
     th.set_num_threads(1)
@@ -53,10 +58,9 @@ def main() -> None:
     obs, actions, rewards, dones = collect(args.env, 4, args.steps, args.seed)
     flat_obs, flat_actions, flat_true = (x.reshape(-1, *x.shape[2:]) for x in (obs, actions, rewards))
     rows = {}
-    for schedule in ("auto", "bpref"):
-        model = RewardModel(
-            obs.shape[-1], actions.shape[-1], mb_size=args.re_batch, hidden_dim=args.hidden_dim, seed=args.seed
-        )
+    for variant in args.variants:
+        schedule, hidden = variant.split(":")
+        model = RewardModel(obs.shape[-1], actions.shape[-1], mb_size=args.re_batch, hidden_dim=int(hidden), seed=args.seed)
         teacher = ScriptedTeacher.preset("oracle", seed=args.seed)
         learner = PreferenceLearner(
             model,
@@ -69,16 +73,14 @@ def main() -> None:
             seed=args.seed,
         )
         learner.add_transitions(obs, actions, rewards, dones)
-        rows[schedule] = []
+        rows[variant] = []
         for _ in range(args.rounds):
             cpu = time.process_time()
             stats = learner.query_round()
             cpu = time.process_time() - cpu
             corr = float(np.corrcoef(learner.predict_rewards(flat_obs, flat_actions), flat_true)[0, 1])
-            rows[schedule].append(
-                (len(learner.dataset), stats["model_train_steps"], cpu, learner.oracle_agreement(2000), corr)
-            )
-            print(schedule, rows[schedule][-1], flush=True)
+            rows[variant].append((len(learner.dataset), stats["model_train_steps"], cpu, learner.oracle_agreement(2000), corr))
+            print(variant, rows[variant][-1], flush=True)
     cpu_name = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     lines = [
         f"# Reward-model schedules on {args.env} data (random policy), round by round",
@@ -88,24 +90,23 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f} after: **the machine was shared with other jobs**; CPU seconds are this process's.",
         "",
         f"{args.steps} transitions of a uniformly random policy (4 envs, seed {args.seed}); {args.rounds} rounds of "
-        f"{args.re_batch} oracle labels (disagreement queries, segments of 50); reward model 3 members x 3x"
-        f"{args.hidden_dim}, batch 128, lr 3e-4, re_update 100, float32.",
+        f"{args.re_batch} oracle labels (disagreement queries, segments of 50); reward model 3 members x 3 layers "
+        "of the variant's width (`schedule:width`), batch 128, lr 3e-4, re_update 100, float32. Agreement: with an "
+        "oracle on 2000 fresh pairs; corr: predicted against true per-step reward on all transitions.",
         "",
-        "| labels | auto: steps | auto: CPU (s) | auto: oracle agreement | auto: pred/true corr "
-        "| bpref: steps | bpref: CPU (s) | bpref: oracle agreement | bpref: pred/true corr |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| labels | " + " | ".join(f"{v}: steps | {v}: CPU (s) | {v}: agreement | {v}: corr" for v in rows) + " |",
+        "|---|" + "---|---|---|---|" * len(rows),
     ]
-    for a, b in zip(rows["auto"], rows["bpref"]):
-        lines.append(
-            f"| {a[0]} | {a[1]:.0f} | {a[2]:.1f} | {a[3]:.3f} | {a[4]:.3f} "
-            f"| {b[1]:.0f} | {b[2]:.1f} | {b[3]:.3f} | {b[4]:.3f} |"
-        )
-    totals = {s: (sum(r[1] for r in rs), sum(r[2] for r in rs)) for s, rs in rows.items()}
+    for i in range(args.rounds):
+        cells = [f"{r[i][1]:.0f} | {r[i][2]:.1f} | {r[i][3]:.3f} | {r[i][4]:.3f}" for r in rows.values()]
+        lines.append(f"| {next(iter(rows.values()))[i][0]} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        f"Totals: auto {totals['auto'][0]:.0f} gradient steps, {totals['auto'][1]:.1f} s CPU; bpref "
-        f"{totals['bpref'][0]:.0f} steps, {totals['bpref'][1]:.1f} s CPU (rounds include query selection and the "
-        "oracle metric).",
+        "Totals: "
+        + "; ".join(
+            f"{v} {sum(r[1] for r in rs):.0f} gradient steps, {sum(r[2] for r in rs):.1f} s CPU" for v, rs in rows.items()
+        )
+        + " (rounds include query selection and the oracle metric).",
     ]
     report = "\n".join(lines) + "\n"
     print(report)

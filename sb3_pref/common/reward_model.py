@@ -57,6 +57,10 @@ class EnsembleLinear(nn.Module):
         return th.baddbmm(self.bias, x.expand(self.weight.shape[0], *x.shape[-2:]), self.weight)
 
 
+#: The hidden width of B-Pref's reward model (``RewardModel(hidden_dim=BPREF_HIDDEN_DIM)`` builds its network)
+BPREF_HIDDEN_DIM = 256
+
+
 def build_ensemble(ensemble_size: int, input_dim: int, hidden_dim: int, n_layers: int, activation: str) -> nn.Sequential:
     layers: list[nn.Module] = []
     width = input_dim
@@ -91,7 +95,9 @@ class RewardModel:
     :param teacher_eps_equal: B-Pref teacher equal factor (used when ``teacher`` is None)
     :param large_batch: candidate pairs drawn per kept query, for the non-uniform query methods
     :param ensemble_size: number of members
-    :param hidden_dim: width of the hidden layers
+    :param hidden_dim: width of the hidden layers. The default 64 is a choice of this library: B-Pref's
+        256 (:data:`BPREF_HIDDEN_DIM`, what the B-Pref scripts and grids pass) costs about 7 times more per
+        training step on a CPU and learned no better reward on the benchmarks (``benchmarks/README.md``)
     :param n_layers: number of hidden layers
     :param train_batch_size: minibatch size (in pairs) of reward training
     :param label_margin: label smoothing: targets become ``onehot * (1 - 2m) + m``
@@ -121,7 +127,7 @@ class RewardModel:
         teacher_eps_equal: float = 0,
         large_batch: int = 10,
         ensemble_size: int = 3,
-        hidden_dim: int = 256,
+        hidden_dim: int = 64,
         n_layers: int = 3,
         train_batch_size: int = 128,
         label_margin: float = 0.0,

@@ -58,7 +58,10 @@ class PreferenceRewardMixin(PreferencePersistenceMixin, RLHFMixin):
     :param metaworld_flag: accepted for B-Pref compatibility; success is logged whenever the env reports it
     :param max_feed: total feedback budget
     :param unsuper_step: env steps of state-entropy pretraining (summed over envs)
-    :param unsuper_n_epochs: PPO epochs per update during pretraining (ignored by algorithms without epochs, e.g. A2C)
+    :param unsuper_n_epochs: PPO epochs per update during pretraining; None (default) keeps the algorithm's
+        ``n_epochs``. B-Pref trains 50 epochs on each pretraining rollout (its scripts and grids pass 50): on
+        SB3's usual 10 epochs that makes each pretraining update cost 5 normal ones. Ignored by algorithms
+        without epochs (e.g. A2C)
     :param size_segment: segment length; overrides ``reward_model.size_segment`` when given
     :param max_ep_len: episode length for the teacher's thresholds; None uses the observed mean
     :param unsuper_flag: default of ``learn(unsuper_flag=...)``: 1 pretraining then preferences, 2
@@ -113,7 +116,7 @@ class PreferenceRewardMixin(PreferencePersistenceMixin, RLHFMixin):
         metaworld_flag: bool = False,
         max_feed: int = 1400,
         unsuper_step: int = 32000,
-        unsuper_n_epochs: int = 50,
+        unsuper_n_epochs: Optional[int] = None,
         size_segment: Optional[int] = None,
         max_ep_len: Optional[int] = None,
         unsuper_flag: Optional[int] = None,
@@ -462,7 +465,7 @@ class PreferenceRewardMixin(PreferencePersistenceMixin, RLHFMixin):
 
     def train(self) -> None:
         # Algorithms without epochs (A2C: one gradient step per rollout) pretrain with their usual update.
-        if self._rollout_phase != PHASE_PRETRAIN or not hasattr(self, "n_epochs"):
+        if self._rollout_phase != PHASE_PRETRAIN or not hasattr(self, "n_epochs") or self.unsuper_n_epochs is None:
             return super().train()
         # B-Pref trains the policy harder on the intrinsic reward.
         n_epochs: int = self.n_epochs  # type: ignore[has-type]

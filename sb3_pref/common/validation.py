@@ -114,7 +114,7 @@ def validate_preference_args(
         "re_update": check_int("re_update", re_update, 1, 100),
         "max_feed": check_int("max_feed", max_feed, 0, 1400),
         "unsuper_step": check_int("unsuper_step", unsuper_step, 0, 32000),
-        "unsuper_n_epochs": check_int("unsuper_n_epochs", unsuper_n_epochs, 1, 50),
+        "unsuper_n_epochs": check_optional_int("unsuper_n_epochs", unsuper_n_epochs, 1, 50),
         "size_segment": check_optional_int("size_segment", size_segment, 1, 50),
         "max_ep_len": check_optional_int("max_ep_len", max_ep_len, 1, 1000),
         "segment_capacity": check_int("segment_capacity", segment_capacity, 1, 100_000),

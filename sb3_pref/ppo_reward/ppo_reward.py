@@ -94,7 +94,7 @@ class PPO_REWARD(PreferenceRewardMixin, PPO):  # B-Pref's name, kept so its scri
     :param metaworld_flag: accepted for B-Pref compatibility
     :param max_feed: total feedback budget
     :param unsuper_step: env steps of state-entropy pretraining
-    :param unsuper_n_epochs: PPO epochs per update during pretraining
+    :param unsuper_n_epochs: PPO epochs per update during pretraining; None keeps ``n_epochs`` (B-Pref: 50)
     :param size_segment: segment length
     :param max_ep_len: episode length for the teacher's thresholds
     :param unsuper_flag: default of ``learn(unsuper_flag=...)``
@@ -156,7 +156,7 @@ class PPO_REWARD(PreferenceRewardMixin, PPO):  # B-Pref's name, kept so its scri
         metaworld_flag: bool = False,
         max_feed: int = 1400,
         unsuper_step: int = 32000,
-        unsuper_n_epochs: int = 50,
+        unsuper_n_epochs: Optional[int] = None,
         size_segment: Optional[int] = None,
         max_ep_len: Optional[int] = None,
         unsuper_flag: Optional[int] = None,
