@@ -44,6 +44,10 @@ RLHF_PRESET: dict[str, Any] = {
     # value head weights and bias at 0 when fine-tuning starts; policy lr decays linearly to 0
     "zero_value_head": True,
     "anneal_policy_lr": True,
+    # value loss 0.5 * max((V - R)^2, (V_clipped - R)^2), V_clipped within the document's cliprange_value
+    # of the rollout's value (PPO_REWARD's option; clip_range_vf is PPO's own argument)
+    "value_loss": "clipped_max",
+    "clip_range_vf": 0.2,
     # adaptive KL coefficient (the document starts at 0.15); target in nats per env step
     "kl_coef": 0.15,
     "kl_target": 0.05,

@@ -13,6 +13,7 @@ from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.rlhf import ReferenceSource
 from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 from sb3_pref.common.teachers import BaseTeacher
+from sb3_pref.ppo_reward.value_loss import ValueLossMixin, check_value_loss
 
 SelfPPOReward = TypeVar("SelfPPOReward", bound="PPO_REWARD")
 _Init = TypeVar("_Init", bound=Callable[..., None])
@@ -38,7 +39,7 @@ def accept_reward_model_first(init: _Init) -> _Init:
     return wrapper  # type: ignore[return-value]
 
 
-class PPO_REWARD(PreferenceRewardMixin, PPO):  # B-Pref's name, kept so its scripts run unchanged
+class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, kept so its scripts run unchanged
     """
     Proximal Policy Optimization on a learned reward (PrefPPO, from the B-Pref benchmark).
 
@@ -114,6 +115,12 @@ class PPO_REWARD(PreferenceRewardMixin, PPO):  # B-Pref's name, kept so its scri
     :param whiten_reward: divide each rollout's rewards by their std, keeping their mean
     :param zero_value_head: value head initialised to zero
     :param anneal_policy_lr: the policy's learning rate decays linearly to 0 over each ``learn`` call
+    :param value_loss: ``"sb3"``: SB3's value loss (``mean((V - R)^2)``, of the clipped prediction when
+        ``clip_range_vf`` is set), SB3's update unchanged; ``"clipped_max"``: the RLHF document's
+        ``0.5 * mean(max((V - R)^2, (V_clipped - R)^2))`` with
+        ``V_clipped = V_old + clamp(V - V_old, -clip_range_vf, clip_range_vf)`` (needs ``clip_range_vf``;
+        the 0.5 is in the loss, so ``vf_coef`` weighs it half as much as SB3's), see
+        :mod:`~sb3_pref.ppo_reward.value_loss`
     """
 
     @accept_reward_model_first
@@ -174,7 +181,11 @@ class PPO_REWARD(PreferenceRewardMixin, PPO):  # B-Pref's name, kept so its scri
         whiten_reward: bool = False,
         zero_value_head: bool = False,
         anneal_policy_lr: bool = False,
+        # PPO_REWARD's own: the update's value loss.
+        value_loss: str = "sb3",
     ) -> None:
+        check_value_loss(value_loss, clip_range_vf)
+        self.value_loss = value_loss
         super().__init__(
             policy,
             env,
