@@ -120,11 +120,22 @@ def run_sb3_pref(env_id: str, seed: int, steps: int, comparisons: int) -> Any:
     return model
 
 
+def run_ppo(env_id: str, seed: int, steps: int, comparisons: int) -> Any:
+    """SB3's PPO on the true reward with the same settings: the floor under both libraries' cost."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    venv = make_vec_env(env_id, n_envs=N_ENVS, seed=seed)
+    model = PPO("MlpPolicy", venv, policy_kwargs=dict(net_arch=[32, 32]), seed=seed, **PPO_SETTINGS)
+    model.learn(steps)
+    return model
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run")
-    run.add_argument("--library", choices=["imitation", "sb3_pref"], required=True)
+    run.add_argument("--library", choices=["imitation", "sb3_pref", "ppo"], required=True)
     run.add_argument("--env", default="Pendulum-v1")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--steps", type=int, default=20_480)
@@ -138,7 +149,7 @@ def main() -> None:
     th.set_num_threads(1)
     load = os.getloadavg()[0]
     wall, cpu = time.perf_counter(), time.process_time()
-    runner = run_imitation if args.library == "imitation" else run_sb3_pref
+    runner = {"imitation": run_imitation, "sb3_pref": run_sb3_pref, "ppo": run_ppo}[args.library]
     policy = runner(args.env, args.seed, args.steps, args.comparisons)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     score = evaluate(policy, args.env, args.seed)

@@ -199,7 +199,7 @@ def test_learned_reward_tracks_true_reward_on_pendulum():
     model = PPO_REWARD(
         "MlpPolicy",
         env,
-        reward_model=reward_model_for(env, size_segment=25, mb_size=64, hidden_dim=64),
+        reward_model=reward_model_for(env, size_segment=25, mb_size=64),  # the default network and schedule
         teacher="oracle",
         n_steps=256,
         batch_size=256,

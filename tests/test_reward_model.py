@@ -4,7 +4,7 @@ import torch as th
 from gymnasium import spaces
 
 from sb3_pref.common.preferences import PreferenceDataset
-from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, EnsembleLinear, RewardModel
+from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, EnsembleLinear, RewardModel
 from sb3_pref.common.segments import SegmentBatch
 from sb3_pref.common.teachers import ScriptedTeacher
 
@@ -394,6 +394,7 @@ def test_b_pref_call_shape_builds_the_teacher():
         teacher_eps_equal=0,
         large_batch=10,
         hidden_dim=BPREF_HIDDEN_DIM,
+        n_layers=BPREF_N_LAYERS,
     )
     assert isinstance(model.teacher, ScriptedTeacher)
     teacher = model.teacher

@@ -59,6 +59,8 @@ class EnsembleLinear(nn.Module):
 
 #: The hidden width of B-Pref's reward model (``RewardModel(hidden_dim=BPREF_HIDDEN_DIM)`` builds its network)
 BPREF_HIDDEN_DIM = 256
+#: ... and its number of hidden layers
+BPREF_N_LAYERS = 3
 
 
 def build_ensemble(ensemble_size: int, input_dim: int, hidden_dim: int, n_layers: int, activation: str) -> nn.Sequential:
@@ -86,7 +88,7 @@ class RewardModel:
         they are one-hot encoded)
     :param size_segment: length ``H`` of the queried segments
     :param activation: output activation: ``"tanh"``, ``"sig"`` or ``"relu"``
-    :param lr: Adam learning rate shared by all members
+    :param lr: Adam learning rate shared by all members (B-Pref's: 3e-4, for its wider network)
     :param mb_size: number of pairs asked per query round
     :param teacher_beta: B-Pref teacher rationality (used when ``teacher`` is None)
     :param teacher_gamma: B-Pref teacher myopic discount (used when ``teacher`` is None)
@@ -95,10 +97,11 @@ class RewardModel:
     :param teacher_eps_equal: B-Pref teacher equal factor (used when ``teacher`` is None)
     :param large_batch: candidate pairs drawn per kept query, for the non-uniform query methods
     :param ensemble_size: number of members
-    :param hidden_dim: width of the hidden layers. The default 64 is a choice of this library: B-Pref's
-        256 (:data:`BPREF_HIDDEN_DIM`, what the B-Pref scripts and grids pass) costs about 7 times more per
-        training step on a CPU and learned no better reward on the benchmarks (``benchmarks/README.md``)
-    :param n_layers: number of hidden layers
+    :param hidden_dim: width of the hidden layers. The defaults (2 layers of 64, lr 1e-3) are this library's
+        choice: B-Pref's 3 layers of 256 at lr 3e-4 (:data:`BPREF_HIDDEN_DIM`, :data:`BPREF_N_LAYERS`, what the
+        B-Pref scripts, grids and PEBBLE runs pass) cost about 13 times more per training step on a CPU and
+        learned no better reward on the benchmarks (``benchmarks/README.md``)
+    :param n_layers: number of hidden layers (B-Pref's: :data:`BPREF_N_LAYERS`)
     :param train_batch_size: minibatch size (in pairs) of reward training
     :param label_margin: label smoothing: targets become ``onehot * (1 - 2m) + m``
     :param train_dtype: ``"float32"`` (B-Pref's), ``"bfloat16"`` (mixed precision for the forward passes
@@ -118,7 +121,7 @@ class RewardModel:
         act_dim: SpaceOrDim,
         size_segment: int = 50,
         activation: str = "tanh",
-        lr: float = 3e-4,
+        lr: float = 1e-3,
         mb_size: int = 128,
         teacher_beta: float = -1,
         teacher_gamma: float = 1,
@@ -128,7 +131,7 @@ class RewardModel:
         large_batch: int = 10,
         ensemble_size: int = 3,
         hidden_dim: int = 64,
-        n_layers: int = 3,
+        n_layers: int = 2,
         train_batch_size: int = 128,
         label_margin: float = 0.0,
         train_dtype: str = "auto",

@@ -22,7 +22,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 from stable_baselines3.ppo import MlpPolicy
 
 from sb3_pref import PPO_REWARD, RewardModel
-from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM
+from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS
 from sb3_pref.envs import make_vec_dmcontrol_env, make_vec_metaworld_env
 
 
@@ -147,6 +147,7 @@ def make_prefppo(
         teacher_eps_equal=args.teacher_eps_equal,
         large_batch=args.re_large_batch,
         hidden_dim=BPREF_HIDDEN_DIM,
+        n_layers=BPREF_N_LAYERS,
         train_dtype=args.re_train_dtype,
     )
     return PPO_REWARD(

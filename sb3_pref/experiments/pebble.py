@@ -12,7 +12,7 @@ from typing import Any
 
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, RewardModel
+from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, RewardModel
 from sb3_pref.sac_reward import SAC_REWARD
 
 #: B-Pref's ``config/train_PEBBLE.yaml`` and ``config/agent/sac.yaml`` defaults (flat names), with
@@ -104,6 +104,7 @@ def make_pebble(config: dict[str, Any], env: VecEnv, **kwargs: Any) -> SAC_REWAR
         teacher_beta=config["teacher_beta"], teacher_gamma=config["teacher_gamma"],
         teacher_eps_mistake=config["teacher_eps_mistake"], teacher_eps_skip=config["teacher_eps_skip"],
         teacher_eps_equal=config["teacher_eps_equal"], hidden_dim=BPREF_HIDDEN_DIM,
+        n_layers=BPREF_N_LAYERS,
     )  # fmt: skip
     actor = [config["diag_gaussian_actor.params.hidden_dim"]] * config["diag_gaussian_actor.params.hidden_depth"]
     critic = [config["double_q_critic.params.hidden_dim"]] * config["double_q_critic.params.hidden_depth"]
