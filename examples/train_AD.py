@@ -4,6 +4,7 @@ Algorithm Distillation end to end: learning histories -> transformer -> in-conte
     python examples/train_AD.py --env darkroom --output-dir runs/ad_darkroom                  # the seed's scale
     python examples/train_AD.py --env darkroom --preset small --output-dir runs/ad_small      # minutes on a CPU
     python examples/train_AD.py --env darkroom --preset noisy_room --output-dir runs/ad_noisy  # AD^epsilon, 5 x 5 room
+    python examples/train_AD.py --env darkroom --preset noisy_room --with-rl2 --output-dir runs/ad_noisy  # + RL2 beside AD
 
 1. One source learner per training goal of DarkRoom (57 of the 80 goals of the 9 x 9 room, the seed's
    split, ``terminate_on_goal``) writes its learning history to ``histories.npz`` (resumable: rerun
@@ -12,21 +13,31 @@ Algorithm Distillation end to end: learning histories -> transformer -> in-conte
 3. With its weights frozen, AD plays trials of ``--episodes-per-trial`` episodes on the 23 held-out
    goals; ``adaptation.csv`` and ``adaptation.png`` hold its return per episode beside a random
    policy, the source learners' own first episodes of training, and the search-planner bound.
+4. ``--with-rl2``: RL2 (the grid's DarkRoom preset) trains on the same training goals, in trials of the same
+   room and length (``rl2_model.zip``), and plays the same held-out trials beside AD.
+
+Every stage is resumable: finished history shards, ``model.zip`` and ``rl2_model.zip`` are read back, not redone.
 """
 
 import argparse
 import json
 import os
+import sys
 import time
 from typing import Any
 
 import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_pref.ad import AD, collect_histories
+from sb3_pref.ad.collect import CollectionIncomplete
 from sb3_pref.ad.evaluation import learner_curve, search_curve
 from sb3_pref.ad.presets import NOISY_ROOM
 from sb3_pref.envs.darkroom import AD_TEST_GOALS, DarkRoom, darkroom_trials, split_goals
+from sb3_pref.experiments.defaults import RL2_PRESETS
+from sb3_pref.experiments.rl2_runs import make_rl2_model
+from sb3_pref.rl2 import RL2
 from sb3_pref.rl2.evaluation import RandomAgent, evaluate_adaptation, plot_adaptation, write_adaptation_csv
 
 #: ``seed``: the paper's settings; ``small``: a cheap learner and a small model, for a CPU in minutes;
@@ -54,6 +65,8 @@ ROOM_PRESETS: dict[str, dict[str, Any]] = {
         anneal_fraction=NOISY_ROOM["learner_kwargs"]["anneal_fraction"],
     ),
 }
+#: exit status of a call that ran out of its ``--time-budget`` before the last stage (run the same command again)
+INCOMPLETE_EXIT_CODE = 3
 ROOM_DEFAULTS: dict[str, Any] = dict(
     size=9, episode_length=20, n_test=AD_TEST_GOALS, no_terminate_on_goal=False, learners_per_goal=1, episodes_per_trial=20,
     recency_bias=False, residual_dropout=0.1, anneal_fraction=0.5, min_learning_rate=2e-6,
@@ -81,6 +94,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--anneal-fraction", type=float, default=None, help="noisy expert: share of steps to epsilon 0")
     parser.add_argument("--eval-trials", type=int, default=None, help="default: 4 per held-out goal")
     parser.add_argument("--verbose", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=1, help="processes recording histories in parallel")
+    parser.add_argument("--time-budget", type=float, default=None,
+                        help="seconds this call may work; it then saves its stage and exits with code 3 (run it again)")
+    parser.add_argument("--with-rl2", action="store_true", help="also train RL2 on the training goals, evaluate it beside AD")
+    parser.add_argument("--rl2-steps", type=int, default=None, help="RL2's env steps (default: the grid's DarkRoom preset)")
+    parser.add_argument("--rl2-cell", choices=["gru", "lstm"], default=None, help="default: gru (lstm is faster on CPU)")
     for name, value in PRESETS["seed"].items():
         parser.add_argument("--" + name.replace("_", "-"), type=type(value), default=None, help="default: the preset's")
     args = parser.parse_args()
@@ -90,33 +109,106 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+class StopAtDeadline(BaseCallback):
+    """Stops ``learn`` once ``time.monotonic()`` passes ``deadline``, so a stage fits a time budget and resumes later."""
+
+    def __init__(self, deadline: float) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def _on_step(self) -> bool:
+        return time.monotonic() < self.deadline
+
+
+def _incomplete(stage: str, detail: str) -> None:
+    print(f"INCOMPLETE: {stage} ({detail}); run the same command again to continue", flush=True)
+    sys.exit(INCOMPLETE_EXIT_CODE)
+
+
+def train_ad(args: argparse.Namespace, histories: Any, deadline: float) -> AD:
+    """Train AD, or continue the saved ``model.zip`` (weights, optimizer, sampler and update count)."""
+    path = os.path.join(args.output_dir, "model.zip")
+    if os.path.exists(path):
+        model = AD.load(path, device=args.device, histories=histories, verbose=args.verbose)
+    else:
+        model_kwargs = {name: getattr(args, name) for name in PRESETS["seed"] if name not in ("learner", "steps")}
+        model_kwargs.update(recency_bias=args.recency_bias, residual_dropout=args.residual_dropout,
+                            min_learning_rate=args.min_learning_rate)
+        model = AD(histories, device=args.device, seed=args.seed, verbose=args.verbose, **model_kwargs)
+    remaining = args.n_updates - model.num_timesteps
+    if remaining > 0:
+        model.learn(remaining, callback=StopAtDeadline(deadline), log_interval=max(args.n_updates // 20, 1),
+                    reset_num_timesteps=False)
+        model.save(path)
+    if model.num_timesteps < args.n_updates:
+        _incomplete("AD training", f"{model.num_timesteps} of {args.n_updates} updates")
+    return model
+
+
+def train_rl2(args: argparse.Namespace, room: dict[str, Any], deadline: float) -> Any:
+    """RL2 with the grid's DarkRoom preset on the training goals, in trials of the AD evaluation's room and length."""
+    settings = dict(RL2_PRESETS["darkroom"], cell=args.rl2_cell or "gru", gamma=0.99, gae_lambda=0.95)
+    steps = args.rl2_steps or settings["total_timesteps"]
+    env = make_vec_env(
+        darkroom_trials, n_envs=settings["n_envs"], seed=args.seed,
+        env_kwargs=dict(split="train", split_seed=args.seed, n_test=args.n_test, episodes_per_trial=args.episodes_per_trial,
+                        **room),
+    )
+    path = os.path.join(args.output_dir, "rl2_model.zip")
+    model = RL2.load(path, env=env, device="cpu") if os.path.exists(path) else make_rl2_model(settings, env, args.seed)
+    remaining = steps - model.num_timesteps
+    if remaining > 0:
+        model.learn(remaining, callback=StopAtDeadline(deadline), reset_num_timesteps=False)
+        model.save(path)
+    if model.num_timesteps < steps:
+        _incomplete("RL2 training", f"{model.num_timesteps} of {steps} steps")
+    return model
+
+
 def main() -> None:
     args = parse_args()
+    deadline = time.monotonic() + args.time_budget if args.time_budget is not None else float("inf")
     os.makedirs(args.output_dir, exist_ok=True)
     with open(os.path.join(args.output_dir, "args.json"), "w") as handle:
         json.dump(vars(args), handle, indent=1)
     room = dict(size=args.size, episode_length=args.episode_length, terminate_on_goal=not args.no_terminate_on_goal,
                 observation=args.observation)
     train_goals, test_goals = split_goals(args.seed, size=args.size, n_test=args.n_test)
-    timings = {}
+    timings_path = os.path.join(args.output_dir, "timings.json")
+    timings: dict[str, float] = {}
+    if os.path.exists(timings_path):  # a resumed run adds this call's seconds to each stage's total
+        with open(timings_path) as handle:
+            timings = json.load(handle)
+
+    def timed(stage: str, since: float) -> None:
+        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - since
+        with open(timings_path, "w") as handle:
+            json.dump(timings, handle, indent=1)
 
     start = time.perf_counter()
-    histories = collect_histories(
-        train_goals, os.path.join(args.output_dir, "histories.npz"), learner=args.learner, steps=args.steps,
-        learners_per_goal=args.learners_per_goal, seed=args.seed, max_steps=args.max_history_steps, env_kwargs=room,
-        learner_kwargs=dict(anneal_fraction=args.anneal_fraction) if args.learner == "noisy_expert" else None,
-        verbose=args.verbose,
-    )
-    timings["histories_s"] = time.perf_counter() - start
+    try:
+        histories = collect_histories(
+            train_goals, os.path.join(args.output_dir, "histories.npz"), learner=args.learner, steps=args.steps,
+            learners_per_goal=args.learners_per_goal, seed=args.seed, max_steps=args.max_history_steps, env_kwargs=room,
+            learner_kwargs=dict(anneal_fraction=args.anneal_fraction) if args.learner == "noisy_expert" else None,
+            verbose=args.verbose, workers=args.workers, deadline=deadline,
+        )
+    except CollectionIncomplete as error:
+        timed("histories_s", start)
+        _incomplete("histories", str(error))
+    timed("histories_s", start)
 
     start = time.perf_counter()
-    model_kwargs = {name: getattr(args, name) for name in PRESETS["seed"] if name not in ("learner", "steps")}
-    model_kwargs.update(recency_bias=args.recency_bias, residual_dropout=args.residual_dropout,
-                        min_learning_rate=args.min_learning_rate)
-    model = AD(histories, device=args.device, seed=args.seed, verbose=args.verbose, **model_kwargs)
-    model.learn(log_interval=max(args.n_updates // 20, 1))
-    model.save(os.path.join(args.output_dir, "model"))
-    timings["model_s"] = time.perf_counter() - start
+    try:  # a stage that runs out of budget exits here: its seconds still count
+        model = train_ad(args, histories, deadline)
+    finally:
+        timed("model_s", start)
+    if args.with_rl2:
+        start = time.perf_counter()
+        try:
+            rl2 = train_rl2(args, room, deadline)
+        finally:
+            timed("rl2_s", start)
 
     start = time.perf_counter()
     n_trials = args.eval_trials or 4 * len(test_goals)
@@ -126,17 +218,20 @@ def main() -> None:
                         **room),
     )
     optimal = [DarkRoom(**room).optimal_return(tuple(int(v) for v in goal)) for goal in histories.tasks]
-    results = {
-        "AD": evaluate_adaptation(model, test_env, n_trials, seed=args.seed),
+    results = {"AD": evaluate_adaptation(model, test_env, n_trials, seed=args.seed)}
+    if args.with_rl2:  # the same held-out trials: the same env, the same seed
+        results["RL2"] = evaluate_adaptation(rl2, test_env, n_trials, seed=args.seed)
+    results.update({
         "random": evaluate_adaptation(RandomAgent(test_env.action_space, seed=args.seed), test_env, n_trials, seed=args.seed),
         "source learners (own training)": learner_curve(histories, args.episodes_per_trial, optimal),
         "search bound": search_curve(test_goals, args.episodes_per_trial, args.size, args.episode_length,
                                      not args.no_terminate_on_goal),
-    }
-    timings["evaluation_s"] = time.perf_counter() - start
+    })
+    timed("evaluation_s", start)
     write_adaptation_csv(os.path.join(args.output_dir, "adaptation.csv"), results)
+    title = "AD and RL2 on DarkRoom (held-out goals)" if args.with_rl2 else "AD on DarkRoom (held-out goals)"
     plot_adaptation(results, os.path.join(args.output_dir, "adaptation.png"),
-                    optimal=float(np.nanmean(results["AD"].optimal)), title="AD on DarkRoom (held-out goals)")
+                    optimal=float(np.nanmean(results["AD"].optimal)), title=title)
     summary = dict(n_histories=histories.n_histories, history_length=histories.length, **timings,
                    curves={name: result.summary()["mean"].round(3).tolist() for name, result in results.items()})
     with open(os.path.join(args.output_dir, "summary.json"), "w") as handle:
@@ -148,7 +243,7 @@ def main() -> None:
     for name, result in results.items():
         print(f"{name:>32}: " + " ".join(f"{m:5.2f}" for m in result.summary()["mean"]))
     print(f"{'optimal':>32}: {np.nanmean(results['AD'].optimal):5.2f}")
-    print(f"saved histories.npz, model.zip, adaptation.csv, adaptation.png and summary.json in {args.output_dir}")
+    print(f"DONE: histories.npz, model.zip, adaptation.csv, adaptation.png and summary.json in {args.output_dir}")
 
 
 if __name__ == "__main__":

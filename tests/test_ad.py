@@ -184,7 +184,7 @@ def test_save_load_is_pickle_free_and_identical(tmp_path):
     path = tmp_path / "ad.zip"
     model.save(path)
     with zipfile.ZipFile(path) as archive:
-        assert sorted(archive.namelist()) == ["config.json", "weights.npz"]
+        assert sorted(archive.namelist()) == ["config.json", "training.npz", "weights.npz"]
     loaded = AD.load(path)
     assert loaded.config == model.config and loaded.num_timesteps == 3
     obs = np.zeros((3, loaded.trial_obs_dim), np.float32)
@@ -252,9 +252,13 @@ def test_ad_in_the_grid_runner_and_report(tmp_path):
         load_config(dict(algorithms=["ad"], tasks=["darkroom"], seeds=1, hyperparameters={**tiny, "learner": "sac"}))
     with pytest.raises(ConfigError, match="none of the algorithms"):
         load_config(dict(algorithms=["ad"], tasks=["walker_walk"], seeds=1))
-    config = load_config(dict(name="ad_tiny", algorithms=["ad"], tasks=["darkroom"], seeds=1, hyperparameters=tiny),
-                         output_dir=str(tmp_path / "grid"))
-    assert config.runs()[0].hyperparameters["terminate_on_goal"] is True  # the seed's variant is the preset
+    # RL2 in the same grid: the report draws both algorithms' in-context curves on the task's one figure.
+    rl2 = dict(total_timesteps=256, n_envs=2, n_steps=64, batch_size=64, n_epochs=1, hidden_size=16, episodes_per_trial=3,
+               eval_trials=4)
+    config = load_config(dict(name="ad_tiny", algorithms={"ad": {}, "rl2": rl2}, tasks=["darkroom"], seeds=1,
+                              hyperparameters=tiny), output_dir=str(tmp_path / "grid"))
+    ad_run = next(run for run in config.runs() if run.algo == "ad")
+    assert ad_run.hyperparameters["terminate_on_goal"] is True  # the seed's variant is the preset
     assert run_grid(config, workers=1, stream=None).ok
     run = tmp_path / "grid" / "ad" / "darkroom" / "seed0"
     assert Histories.load(run / "histories.npz").n_histories == 16  # 24 goals of the 5 x 5 room, 8 held out
@@ -263,6 +267,9 @@ def test_ad_in_the_grid_runner_and_report(tmp_path):
     assert agents == {"AD", "random (AD room)", "source learners", "search bound"}
     write_report(str(tmp_path / "grid"), str(tmp_path / "report"))
     assert (tmp_path / "report" / "adaptation_darkroom.png").exists()
+    report = (tmp_path / "report" / "report.md").read_text()
+    rows = {line.split("|")[2].strip() for line in report.splitlines() if line.startswith("| darkroom |")}
+    assert {"AD", "RL2", "random", "random (AD room)", "source learners", "search bound"} <= rows
 
 
 def test_evaluate_adaptation_plays_ad_and_rl2_on_the_same_trials():

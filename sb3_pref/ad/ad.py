@@ -10,11 +10,8 @@ previous done]``), so ``evaluate_adaptation`` plays AD and RL2 on the same held-
 """
 
 import contextlib
-import io
-import json
 import os
 import time
-import zipfile
 from collections.abc import Sequence
 from typing import Any, Optional, Union, cast
 
@@ -29,8 +26,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from sb3_pref.ad.context import State, empty_context, extend_context
 from sb3_pref.ad.histories import Histories
 from sb3_pref.ad.model import ADConfig, ADTransformer
-
-MODEL_FORMAT_VERSION = 1
+from sb3_pref.ad.persistence import MODEL_FORMAT_VERSION, load_ad, save_ad  # noqa: F401 (re-exported)
 
 
 def resolve_precision(device: th.device, dtype: str = "auto") -> bool:
@@ -139,9 +135,12 @@ class AD:
                     f"seq_len={seq_len} transitions is shorter than one episode of the histories "
                     f"({data.max_episode_length} steps): the context must span several episodes (the seed uses 256)"
                 )
-            if seq_len > data.length:
-                raise ValueError(f"seq_len={seq_len} exceeds the history length {data.length}: record longer histories")
-            values = np.unique(data.rewards)
+            if seq_len > data.min_length:
+                raise ValueError(
+                    f"seq_len={seq_len} exceeds the history length of the shortest history ({data.min_length} "
+                    "transitions): record longer histories or lower seq_len"
+                )
+            values = np.unique(data.rewards[data.valid()])
             categorical = len(values) <= 16 if reward_categories == "auto" else bool(reward_categories)
             self.reward_values = [float(v) for v in values] if categorical else []
             _config = ADConfig(
@@ -160,6 +159,7 @@ class AD:
         if env is not None:
             self.set_env(env)
         self._data: Optional[dict[str, th.Tensor]] = None
+        self._sampler_state: Optional[th.Tensor] = None
 
     # --- SB3-shaped accessors -------------------------------------------------------------
     @property
@@ -210,10 +210,14 @@ class AD:
                 actions=th.as_tensor(h.actions, device=self.device),
                 rewards=th.as_tensor(self._reward_index(h.rewards), device=self.device),
                 timesteps=th.as_tensor(h.timesteps, device=self.device),
+                lengths=th.as_tensor(h.history_lengths, device=self.device),
             )
             self._sampler = th.Generator(device="cpu")
             fresh = int(cast(int, np.random.SeedSequence().entropy) % 2**63)
             self._sampler.manual_seed(self.seed if self.seed is not None else fresh)
+            if self._sampler_state is not None:  # a loaded model continues its window sequence
+                self._sampler.set_state(self._sampler_state)
+                self._sampler_state = None
         return self._data
 
     def set_histories(self, histories: Union[Histories, str, os.PathLike]) -> None:
@@ -224,15 +228,28 @@ class AD:
                 f"histories of mismatched spaces: model has obs_dim {self.config.obs_dim}, n_actions {self.config.n_actions}; "
                 f"histories have {data.obs_dim}, {data.n_actions}"
             )
+        if data.min_length < self.config.seq_len:
+            raise ValueError(
+                f"the shortest history has {data.min_length} transitions, fewer than the model's seq_len="
+                f"{self.config.seq_len}: record longer histories"
+            )
         self.histories, self._data = data, None
+
+    def _window_starts(self) -> tuple[th.Tensor, th.Tensor]:
+        """:return: the rows and first columns of a batch of windows, each window inside its history's length"""
+        data = self._prepare_data()
+        size, window = self.hyperparameters["batch_size"], self.config.seq_len
+        rows = th.randint(len(data["lengths"]), (size,), generator=self._sampler).to(self.device)
+        # Uniform over the valid starts of each row: histories of unequal length are padded, never sampled past.
+        n_starts = (data["lengths"][rows] - window + 1).double()
+        uniform = th.rand(size, generator=self._sampler, dtype=th.float64).to(self.device)
+        starts = (uniform * n_starts).long().minimum(n_starts.long() - 1)
+        return rows, starts
 
     def _batch(self) -> tuple[th.Tensor, ...]:
         data = self._prepare_data()
-        n, length = data["actions"].shape
-        size, window = self.hyperparameters["batch_size"], self.config.seq_len
-        rows = th.randint(n, (size,), generator=self._sampler).to(self.device)
-        starts = th.randint(length - window + 1, (size,), generator=self._sampler).to(self.device)
-        cols = starts[:, None] + th.arange(window, device=self.device)
+        rows, starts = self._window_starts()
+        cols = starts[:, None] + th.arange(self.config.seq_len, device=self.device)
         return tuple(data[key][rows[:, None], cols] for key in ("observations", "actions", "rewards", "timesteps"))
 
     def _learning_rate(self, update: int) -> float:
@@ -299,7 +316,8 @@ class AD:
         hook.init_callback(self)  # type: ignore[arg-type]
         self._total_timesteps = self.num_timesteps + total
         hook.on_training_start(locals(), globals())
-        start, end = time.perf_counter(), self.num_timesteps + total
+        # This call's rate: a continued run (reset_num_timesteps=False) starts from a non-zero count.
+        start, first, end = time.perf_counter(), self.num_timesteps, self.num_timesteps + total
         while self.num_timesteps < end:
             stats = self.train_step()
             self.num_timesteps += 1
@@ -308,7 +326,8 @@ class AD:
                 for key, value in stats.items():
                     self.logger.record(f"ad/{key}", value)
                 self.logger.record("time/updates", self.num_timesteps)
-                self.logger.record("time/updates_per_s", self.num_timesteps / max(time.perf_counter() - start, 1e-9))
+                rate = (self.num_timesteps - first) / max(time.perf_counter() - start, 1e-9)
+                self.logger.record("time/updates_per_s", rate)
                 self.logger.dump(step=self.num_timesteps)
             hook.update_locals(locals())
             if not hook.on_step():
@@ -364,22 +383,14 @@ class AD:
             probs = th.softmax(logits, -1).cpu().numpy().astype(np.float64)
             actions = (probs.cumsum(1) > self._predict_rng.random((n, 1)) * probs.sum(1, keepdims=True)).argmax(1)
         return actions.astype(np.int64), new_state
-
-    # --- persistence --------------------------------------------------------------------------
+    # --- persistence (sb3_pref.ad.persistence) ---------------------------------------------
     def save(self, path: Union[str, os.PathLike]) -> None:
-        """A zip of ``config.json`` and ``weights.npz`` (plain arrays): no pickle anywhere."""
-        header = dict(
-            format_version=MODEL_FORMAT_VERSION, config=self.config.to_dict(), reward_values=self.reward_values,
-            hyperparameters={**self.hyperparameters, "betas": list(self.hyperparameters["betas"])},
-            num_timesteps=self.num_timesteps, dtype=self.dtype, seed=self.seed,
-        )
-        weights = io.BytesIO()
-        np.savez(weights, **{k: v.detach().float().cpu().numpy() for k, v in self.policy.state_dict().items()})
-        path = os.fspath(path)
-        path = path if path.endswith(".zip") else f"{path}.zip"
-        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-            archive.writestr("config.json", json.dumps(header))
-            archive.writestr("weights.npz", weights.getvalue())
+        """
+        A zip of ``config.json``, ``weights.npz`` and ``training.npz`` (plain arrays): no pickle anywhere.
+        ``training.npz`` holds Adam's moments and the random states (window sampler, torch's, ``predict``'s),
+        so that ``load`` then ``learn(reset_num_timesteps=False)`` continues exactly where training stopped.
+        """
+        save_ad(self, path)
 
     @classmethod
     def load(
@@ -391,32 +402,7 @@ class AD:
         :param device: where to put the model
         :param kwargs: ``histories`` to continue training on, ``verbose``, ``tensorboard_log``
         """
-        path = os.fspath(path)
-        if not os.path.isfile(path) and os.path.isfile(f"{path}.zip"):
-            path = f"{path}.zip"
-        try:
-            with zipfile.ZipFile(path) as archive:
-                header = json.loads(archive.read("config.json"))
-                with np.load(io.BytesIO(archive.read("weights.npz")), allow_pickle=False) as weights:
-                    state = {k: th.as_tensor(weights[k]) for k in weights.files}
-        except (zipfile.BadZipFile, KeyError, ValueError, OSError) as error:
-            raise ValueError(f"{path!r} is not a readable AD model ({error})") from error
-        if header.get("format_version") != MODEL_FORMAT_VERSION:
-            version = header.get("format_version")
-            raise ValueError(f"{path!r} has AD format version {version!r}, expected {MODEL_FORMAT_VERSION}")
-        hp = header["hyperparameters"]
-        config = ADConfig(**header["config"])
-        histories = kwargs.pop("histories", None)
-        hp = {**hp, "betas": tuple(hp["betas"])}
-        model = cls(
-            None, env=env, device=device, dtype=header.get("dtype", "auto"), seed=header.get("seed"),
-            _config=config, _reward_values=header["reward_values"], seq_len=config.seq_len, **hp, **kwargs,
-        )
-        model.policy.load_state_dict(state)
-        model.num_timesteps = model._n_updates = int(header.get("num_timesteps", 0))
-        if histories is not None:
-            model.set_histories(histories)
-        return model
+        return load_ad(cls, path, env, device, **kwargs)
 
 
 def _as_histories(histories: Union[Histories, str, os.PathLike, Sequence[Union[Histories, str]]]) -> Histories:

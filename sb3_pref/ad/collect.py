@@ -6,9 +6,11 @@ it is done, so an interrupted run resumes where it stopped; the shards are then 
 ``<out>`` file. ``python -m sb3_pref.ad`` is the command-line front end.
 """
 
+import multiprocessing
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, Optional, cast
 
 import gymnasium as gym
@@ -20,6 +22,10 @@ from sb3_pref.ad.learners import NoisyExpert, QLearning, make_a2c_learner
 from sb3_pref.envs.darkroom import DarkRoom, Goal
 
 LEARNERS = ("a2c", "qlearning", "noisy_expert")
+
+
+class CollectionIncomplete(RuntimeError):
+    """Raised by :func:`collect_histories` when its ``deadline`` passed before every shard was recorded."""
 
 
 def record_learner(
@@ -72,6 +78,12 @@ def record_learner(
     return recorder.to_histories(goal, n_actions, meta)
 
 
+def _record_shard(shard: str, args: tuple[Any, ...]) -> tuple[str, Histories]:
+    part = record_learner(*args)
+    part.save(shard)
+    return shard, part
+
+
 def collect_histories(
     goals: Sequence[Goal],
     out: str,
@@ -84,6 +96,8 @@ def collect_histories(
     env_kwargs: Optional[dict[str, Any]] = None,
     learner_kwargs: Optional[dict[str, Any]] = None,
     verbose: int = 0,
+    workers: int = 1,
+    deadline: Optional[float] = None,
 ) -> Histories:
     """
     Record ``learners_per_goal`` learners on each goal into ``out`` (a ``.npz``), resuming from the
@@ -92,6 +106,10 @@ def collect_histories(
     :param goals: the training goals
     :param out: the merged history file to write
     :param verbose: 1 prints a line per shard
+    :param workers: processes recording shards in parallel (each learner runs on one CPU thread)
+    :param deadline: a ``time.monotonic()`` value: no shard starts that the slowest learner so far
+        would not finish before it; shards already running are finished, then
+        :class:`CollectionIncomplete` is raised if any is missing (call again to continue)
     :return: the merged histories
     (the other parameters are those of :func:`record_learner`)
     """
@@ -99,28 +117,72 @@ def collect_histories(
         raise ValueError("goals must hold at least one goal")
     if isinstance(learners_per_goal, bool) or not isinstance(learners_per_goal, int) or learners_per_goal < 1:
         raise ValueError(f"learners_per_goal must be an int >= 1, got {learners_per_goal!r}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an int >= 1, got {workers!r}")
     parts_dir = f"{out}.parts"
     os.makedirs(parts_dir, exist_ok=True)
-    parts = []
+    shards, todo = [], []
     for k in range(learners_per_goal):
         for g, goal in enumerate(goals):
             shard = os.path.join(parts_dir, f"goal_{goal[0]}_{goal[1]}_learner_{k}.npz")
-            if os.path.exists(shard):
-                part = Histories.load(shard)
-            else:
-                part = record_learner(
-                    goal, learner, steps, seed + 1000 * k + g, n_envs, max_steps, env_kwargs, learner_kwargs
-                )
-                part.save(shard)
-                if verbose:
-                    returns = part.episode_returns()[0]
-                    print(
-                        f"goal {goal} learner {k}: {part.length} steps, {len(returns)} episodes, "
-                        f"return first 10 {np.mean(returns[:10]):.2f} last 10 {np.mean(returns[-10:]):.2f}, "
-                        f"{part.meta['wall_s']:.1f} s",
-                        flush=True,
-                    )
-            parts.append(part)
+            shards.append(shard)
+            if not os.path.exists(shard):
+                args = (goal, learner, steps, seed + 1000 * k + g, n_envs, max_steps, env_kwargs, learner_kwargs)
+                todo.append((shard, args))
+    done: dict[str, Histories] = {}
+    durations: list[float] = []
+
+    def report(shard: str, part: Histories) -> None:
+        done[shard] = part
+        # The learner's own time: workers live for the whole call, so only the first shards pay their start-up.
+        durations.append(float(part.meta["wall_s"]))
+        if verbose:
+            returns = part.episode_returns()[0]
+            print(
+                f"{os.path.basename(shard)}: {part.length} steps, {len(returns)} episodes, return first 10 "
+                f"{np.mean(returns[:10]):.2f} last 10 {np.mean(returns[-10:]):.2f}, {part.meta['wall_s']:.1f} s",
+                flush=True,
+            )
+
+    def time_left() -> bool:
+        # A shard is not started when the slowest one so far would not end before the deadline.
+        return deadline is None or time.monotonic() + max(durations, default=0.0) < deadline
+
+    if workers == 1:
+        for shard, args in todo:
+            if not time_left():
+                break
+            report(*_record_shard(shard, args))
+    elif todo:
+        _record_in_parallel(todo, workers, time_left, report)
+    missing = [shard for shard, _ in todo if shard not in done]
+    if missing:
+        raise CollectionIncomplete(f"{len(shards) - len(missing)} of {len(shards)} histories recorded in {parts_dir}")
+    parts = [done[shard] if shard in done else Histories.load(shard) for shard in shards]
     merged = Histories.concatenate(parts)
     merged.save(out)
     return merged
+
+
+def _record_in_parallel(
+    todo: list[tuple[str, tuple[Any, ...]]], workers: int, time_left: Callable[[], bool],
+    report: Callable[[str, Histories], None],
+) -> None:
+    # spawn: a forked child would inherit torch's thread pools and any CUDA state of the parent
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_one_thread) as pool:
+        queue, running = list(todo), set[Future[tuple[str, Histories]]]()
+        while queue or running:
+            while queue and len(running) < workers and time_left():
+                future = pool.submit(_record_shard, *queue.pop(0))
+                running.add(future)
+            if not running:
+                break
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                report(*future.result())
+
+
+def _one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)

@@ -2,8 +2,9 @@
 Learning histories for Algorithm Distillation: what a single-task learner saw and did, in order,
 over its whole training run.
 
-A :class:`Histories` holds ``N`` histories of ``T`` transitions each (one per learner, usually one
-learner per training goal) as plain arrays, and is stored as a compressed, versioned ``.npz`` that
+A :class:`Histories` holds ``N`` histories (one per learner, usually one learner per training goal)
+as plain ``(N, T)`` arrays, history ``i`` filling its first ``lengths[i]`` columns (histories of
+unequal length are padded at the end, never cut), and is stored as a compressed, versioned ``.npz`` that
 is read back with ``allow_pickle=False``. :class:`HistoryRecorder` turns the steps of a vectorised
 learner into one history: each env's episodes are appended whole, in the order they finish, so the
 history runs episode after episode at the learner's own pace. :class:`RecordHistoryCallback` feeds
@@ -21,14 +22,16 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecNormalize
 
 #: version of the ``.npz`` layout; :meth:`Histories.load` refuses other versions
-HISTORY_FORMAT_VERSION = 1
+HISTORY_FORMAT_VERSION = 2
+#: versions :meth:`Histories.load` reads (version 1 files have no ``lengths``: every history is full)
+READABLE_VERSIONS = (1, 2)
 _ARRAYS = ("observations", "actions", "rewards", "dones", "timesteps", "tasks")
 
 
 @dataclass
 class Histories:
     """
-    ``N`` learning histories of ``T`` transitions, row ``t`` being ``(obs_t, action_t, reward_t)``.
+    ``N`` learning histories of up to ``T`` transitions, row ``t`` being ``(obs_t, action_t, reward_t)``.
 
     :param observations: ``(N, T, obs_dim)`` float32, the observation the action was taken in
     :param actions: ``(N, T)`` int64 discrete actions
@@ -38,6 +41,8 @@ class Histories:
     :param tasks: ``(N, task_dim)`` float64, the task each learner trained on (DarkRoom: its goal)
     :param n_actions: size of the discrete action space
     :param meta: free JSON-serialisable description (learner, env, steps per learner...)
+    :param lengths: ``(N,)`` transitions of each history; the columns after them are padding
+        (None: every history is ``T`` long)
     """
 
     observations: np.ndarray
@@ -48,6 +53,7 @@ class Histories:
     tasks: np.ndarray
     n_actions: int
     meta: dict[str, Any] = field(default_factory=dict)
+    lengths: Optional[np.ndarray] = None
 
     def __post_init__(self) -> None:
         self.observations = np.asarray(self.observations, dtype=np.float32)
@@ -58,6 +64,8 @@ class Histories:
         tasks = np.asarray(self.tasks, dtype=np.float64)
         self.tasks = tasks if tasks.ndim == 2 else tasks.reshape(tasks.shape[0], -1)
         self.n_actions = int(self.n_actions)
+        full = np.full(self.actions.shape[:1], self.actions.shape[1] if self.actions.ndim == 2 else 0, dtype=np.int64)
+        self.lengths = full if self.lengths is None else np.asarray(self.lengths, dtype=np.int64)
         self.validate()
 
     @property
@@ -66,8 +74,23 @@ class Histories:
 
     @property
     def length(self) -> int:
-        """Transitions per history."""
+        """Transitions of the longest history (the arrays' width ``T``)."""
         return int(self.actions.shape[1])
+
+    @property
+    def min_length(self) -> int:
+        """Transitions of the shortest history."""
+        return int(self.history_lengths.min())
+
+    @property
+    def history_lengths(self) -> np.ndarray:
+        """``(N,)`` transitions of each history (typed access to ``lengths``)."""
+        assert self.lengths is not None  # set in __post_init__
+        return self.lengths
+
+    def valid(self) -> np.ndarray:
+        """``(N, T)`` True on recorded transitions, False on the padding after a shorter history."""
+        return np.arange(self.length) < self.history_lengths[:, None]
 
     @property
     def obs_dim(self) -> int:
@@ -88,6 +111,9 @@ class Histories:
         for name in ("actions", "rewards", "dones", "timesteps"):
             if getattr(self, name).shape != (n, t):
                 raise ValueError(f"{name} must have shape {(n, t)} like observations, got {getattr(self, name).shape}")
+        lengths = self.history_lengths
+        if lengths.shape != (n,) or lengths.min() < 1 or lengths.max() > t:
+            raise ValueError(f"lengths must be ({n},) values in [1, {t}], got {lengths!r}")
         if self.tasks.shape[0] != n:
             raise ValueError(f"tasks must have one row per history ({n}), got {self.tasks.shape[0]}")
         if self.n_actions < 1 or self.actions.min() < 0 or self.actions.max() >= self.n_actions:
@@ -108,9 +134,9 @@ class Histories:
     def episode_returns(self) -> list[np.ndarray]:
         """Return of each complete episode of each history, in order (the source learner's curve)."""
         out = []
-        for row in range(self.n_histories):
-            ends = np.flatnonzero(self.dones[row])
-            sums = np.cumsum(self.rewards[row], dtype=np.float64)[ends]
+        for row, length in enumerate(self.history_lengths):
+            ends = np.flatnonzero(self.dones[row, :length])
+            sums = np.cumsum(self.rewards[row, :length], dtype=np.float64)[ends]
             out.append(np.diff(np.concatenate([[0.0], sums])))
         return out
 
@@ -121,7 +147,7 @@ class Histories:
         return Histories(
             self.observations[:, :max_steps], self.actions[:, :max_steps], self.rewards[:, :max_steps],
             self.dones[:, :max_steps], self.timesteps[:, :max_steps], self.tasks, self.n_actions,
-            {**self.meta, "truncated_to": int(max_steps)},
+            {**self.meta, "truncated_to": int(max_steps)}, np.minimum(self.history_lengths, max_steps),
         )
 
     def shuffled(self, rng: np.random.Generator) -> "Histories":
@@ -130,33 +156,47 @@ class Histories:
         learning trend, what a behaviour-cloning baseline sees. A trailing unfinished episode stays last.
         """
         arrays = {name: getattr(self, name).copy() for name in ("observations", "actions", "rewards", "dones", "timesteps")}
-        for row in range(self.n_histories):
-            ends = np.flatnonzero(self.dones[row]) + 1
+        for row, length in enumerate(self.history_lengths):
+            ends = np.flatnonzero(self.dones[row, :length]) + 1
             starts = np.concatenate([[0], ends[:-1]])
             order = rng.permutation(len(ends))
-            tail = np.arange(ends[-1] if len(ends) else 0, self.length)
+            tail = np.arange(ends[-1] if len(ends) else 0, self.length)  # an unfinished episode, then padding
             index = np.concatenate([np.arange(starts[i], ends[i]) for i in order] + [tail])
             for name, values in arrays.items():
                 values[row] = getattr(self, name)[row][index]
-        return Histories(**arrays, tasks=self.tasks, n_actions=self.n_actions, meta={**self.meta, "shuffled": True})
+        meta = {**self.meta, "shuffled": True}
+        return Histories(**arrays, tasks=self.tasks, n_actions=self.n_actions, meta=meta, lengths=self.history_lengths)
 
     @staticmethod
     def concatenate(parts: list["Histories"]) -> "Histories":
-        """Stack histories of the same spaces, cutting all to the shortest length."""
+        """
+        Stack histories of the same spaces, keeping every transition: shorter histories are padded at
+        the end (zeros, never sampled: ``lengths`` records where each one stops).
+        """
         if not parts:
             raise ValueError("concatenate needs at least one Histories")
         for part in parts[1:]:
             parts[0].check_compatible(part)
-        length = min(part.length for part in parts)
-        cut = [part.truncated(length) for part in parts]
-        stacked = {name: np.concatenate([getattr(part, name) for part in cut]) for name in _ARRAYS}
-        return Histories(**stacked, n_actions=parts[0].n_actions, meta={**parts[0].meta, "n_parts": len(parts)})
+        width = max(part.length for part in parts)
+
+        def padded(part: "Histories", name: str) -> np.ndarray:
+            array = getattr(part, name)
+            if name == "tasks" or array.shape[1] == width:
+                return cast(np.ndarray, array)
+            pad = [(0, 0), (0, width - array.shape[1])] + [(0, 0)] * (array.ndim - 2)
+            return np.pad(array, pad)
+
+        stacked = {name: np.concatenate([padded(part, name) for part in parts]) for name in _ARRAYS}
+        lengths = np.concatenate([part.history_lengths for part in parts])
+        meta = {**parts[0].meta, "n_parts": len(parts)}
+        return Histories(**stacked, n_actions=parts[0].n_actions, meta=meta, lengths=lengths)
 
     def save(self, path: Union[str, os.PathLike]) -> None:
         """Write a compressed ``.npz`` (arrays plus a JSON header), atomically, without pickle."""
         header = {"format_version": HISTORY_FORMAT_VERSION, "n_actions": self.n_actions, "meta": self.meta}
         tmp = f"{os.fspath(path)}.tmp.npz"
-        np.savez_compressed(tmp, header=np.array(json.dumps(header)), **{name: getattr(self, name) for name in _ARRAYS})
+        arrays = {name: getattr(self, name) for name in _ARRAYS}
+        np.savez_compressed(tmp, header=np.array(json.dumps(header)), lengths=self.history_lengths, **arrays)
         os.replace(tmp, path)
 
     @classmethod
@@ -177,16 +217,17 @@ class Histories:
                     raise ValueError(f"history file {os.fspath(path)!r} lacks {missing}: not written by Histories.save")
                 header = json.loads(str(data["header"]))
                 arrays = {name: data[name] for name in _ARRAYS}
+                lengths = data["lengths"] if "lengths" in data.files else None
         except (zipfile.BadZipFile, EOFError, OSError, KeyError, json.JSONDecodeError) as error:
             raise ValueError(
                 f"history file {os.fspath(path)!r} is corrupted or not an .npz ({error}); record it again"
             ) from error
-        if header.get("format_version") != HISTORY_FORMAT_VERSION:
+        if header.get("format_version") not in READABLE_VERSIONS:
             raise ValueError(
                 f"history file {os.fspath(path)!r} has format version {header.get('format_version')!r}, "
-                f"this library reads version {HISTORY_FORMAT_VERSION}"
+                f"this library reads versions {READABLE_VERSIONS}"
             )
-        return cls(**arrays, n_actions=header["n_actions"], meta=header.get("meta", {}))
+        return cls(**arrays, n_actions=header["n_actions"], meta=header.get("meta", {}), lengths=lengths)
 
 
 class HistoryRecorder:

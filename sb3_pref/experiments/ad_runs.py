@@ -13,9 +13,9 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.experiments.config import RunSpec
-from sb3_pref.experiments.defaults import AD_KEYS, AD_PRESETS
+from sb3_pref.experiments.defaults import AD_KEYS, AD_NAMED_PRESETS, AD_PRESETS, ad_preset
 
-__all__ = ["AD_KEYS", "AD_PRESETS", "build_ad", "check_ad_settings", "finish_ad", "make_ad_test_env"]
+__all__ = ["AD_KEYS", "AD_NAMED_PRESETS", "AD_PRESETS", "build_ad", "check_ad_settings", "finish_ad", "make_ad_test_env"]
 
 _INTS = ("total_timesteps", "learner_steps", "learners_per_goal", "max_history_steps", "seq_len", "embed_dim", "n_layers",
          "n_heads", "ff_dim", "batch_size", "episodes_per_trial", "eval_trials", "size", "episode_length", "n_test")
@@ -39,8 +39,11 @@ def check_ad_settings(task: str, settings: dict[str, Any]) -> dict[str, Any]:
         if not number.is_integer() or number < 1:
             raise ValueError(f"{key} must be an integer >= 1, got {value!r}")
         checked[key] = int(number)
-    for key in ("attention_dropout", "residual_dropout", "lr", "min_lr"):
+    for key in ("attention_dropout", "residual_dropout", "lr", "min_lr", "anneal_fraction"):
         checked[key] = float(checked[key])
+    if not 0 < checked["anneal_fraction"] <= 1:
+        raise ValueError(f"anneal_fraction must lie in (0, 1], got {checked['anneal_fraction']!r}")
+    ad_preset(checked["preset"])  # a known name (the config picked the settings by it)
     if checked["learner"] not in LEARNERS:
         raise ValueError(f"learner must be one of {LEARNERS}, got {checked['learner']!r}")
     if checked["observation"] not in ("xy", "onehot"):
@@ -49,6 +52,7 @@ def check_ad_settings(task: str, settings: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"seq_len {checked['seq_len']} is shorter than one episode ({checked['episode_length']} steps)")
     checked["terminate_on_goal"] = bool(checked["terminate_on_goal"])
     checked["deterministic_eval"] = bool(checked["deterministic_eval"])
+    checked["recency_bias"] = bool(checked["recency_bias"])
     return checked
 
 
@@ -84,6 +88,7 @@ def build_ad(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Any]) -> Any:
     histories = collect_histories(
         train, os.path.join(run_dir, "histories.npz"), learner=s["learner"], steps=s["learner_steps"],
         learners_per_goal=s["learners_per_goal"], seed=spec.seed, max_steps=s["max_history_steps"], env_kwargs=_room(s),
+        learner_kwargs=dict(anneal_fraction=s["anneal_fraction"]) if s["learner"] == "noisy_expert" else None,
     )
     env = make_ad_test_env(s, spec.seed)
     if checkpoint is not None:
@@ -92,7 +97,7 @@ def build_ad(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Any]) -> Any:
         histories, env=env, seq_len=s["seq_len"], embed_dim=s["embed_dim"], n_layers=s["n_layers"], n_heads=s["n_heads"],
         ff_dim=s["ff_dim"], attention_dropout=s["attention_dropout"], residual_dropout=s["residual_dropout"],
         learning_rate=s["lr"], min_learning_rate=s["min_lr"], n_updates=s["total_timesteps"], batch_size=s["batch_size"],
-        max_history_steps=s["max_history_steps"], seed=spec.seed,
+        max_history_steps=s["max_history_steps"], recency_bias=s["recency_bias"], seed=spec.seed,
     )
 
 

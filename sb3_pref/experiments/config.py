@@ -19,7 +19,15 @@ from functools import cache
 from typing import Any, Optional, Union, cast
 
 from sb3_pref.common.teachers import ScriptedTeacher
-from sb3_pref.experiments.defaults import AD_KEYS, ALGORITHMS, RL2_KEYS, algorithm_runs_on, default_budgets, task_defaults
+from sb3_pref.experiments.defaults import (
+    AD_KEYS,
+    ALGORITHMS,
+    RL2_KEYS,
+    ad_preset,
+    algorithm_runs_on,
+    default_budgets,
+    task_defaults,
+)
 from sb3_pref.experiments.flags import TEACHER_FLAGS, args_from_mapping, flag_names, typed_flags
 
 TOP_LEVEL_KEYS = (
@@ -192,7 +200,14 @@ class GridConfig:
     def _runs_of(self, algo: str, task: str, task_settings: dict[str, Any], seed: int) -> list[RunSpec]:
         keys = valid_keys(algo)
         settings = task_defaults(algo, task)
-        for layer in (self.hyperparameters, self.algorithms[algo], task_settings, task_settings.get(algo, {})):
+        layers = (self.hyperparameters, self.algorithms[algo], task_settings, task_settings.get(algo, {}))
+        if algo == "ad":  # a named preset replaces the defaults; the layers' own keys still override it
+            preset = next((layer["preset"] for layer in reversed(layers) if "preset" in layer), settings["preset"])
+            try:
+                settings = ad_preset(preset)
+            except ValueError as error:
+                raise ConfigError(f"ad on {task}: {error}") from None
+        for layer in layers:
             settings.update({k: v for k, v in layer.items() if k in keys})
         if algo == "ppo":
             settings = {k: v for k, v in settings.items() if not k.startswith(_PPO_IGNORED_PREFIXES)}

@@ -123,7 +123,7 @@ AD_KEYS = (
     "total_timesteps", "learner", "learner_steps", "learners_per_goal", "max_history_steps", "seq_len", "embed_dim",
     "n_layers", "n_heads", "ff_dim", "attention_dropout", "residual_dropout", "lr", "min_lr", "batch_size",
     "episodes_per_trial", "eval_trials", "size", "episode_length", "n_test", "terminate_on_goal", "observation",
-    "deterministic_eval",
+    "deterministic_eval", "recency_bias", "anneal_fraction", "preset",
 )
 #: the seed's DarkRoom setting (A2C learners, 2.5M steps each, the 4-layer model, 22k updates)
 AD_PRESETS: dict[str, dict[str, Any]] = {
@@ -131,9 +131,35 @@ AD_PRESETS: dict[str, dict[str, Any]] = {
         total_timesteps=22_000, learner="a2c", learner_steps=2_500_000, learners_per_goal=1, max_history_steps=800_000,
         seq_len=256, embed_dim=64, n_layers=4, n_heads=4, ff_dim=2048, attention_dropout=0.5, residual_dropout=0.1,
         lr=3e-4, min_lr=2e-6, batch_size=32, episodes_per_trial=20, eval_trials=92, size=9, episode_length=20, n_test=23,
-        terminate_on_goal=True, observation="xy", deterministic_eval=False,
+        terminate_on_goal=True, observation="xy", deterministic_eval=False, recency_bias=False, anneal_fraction=0.5,
+        preset="seed",
     ),
 }
+#: named AD settings a config picks with ``preset:`` (its other keys then override the preset's):
+#: ``seed``, the seed's DarkRoom setting above, and ``noisy_room``, :data:`sb3_pref.ad.presets.NOISY_ROOM`
+#: (AD^epsilon histories on a 5 x 5 room: in-context learning on held-out goals in minutes on a CPU).
+#: Written out here so that reading a config imports no torch; a test checks it against ``NOISY_ROOM``.
+AD_NAMED_PRESETS: dict[str, dict[str, Any]] = {
+    "seed": AD_PRESETS["darkroom"],
+    "noisy_room": dict(
+        total_timesteps=500, learner="noisy_expert", learner_steps=48, learners_per_goal=20, max_history_steps=48,
+        seq_len=48, embed_dim=48, n_layers=1, n_heads=4, ff_dim=192, attention_dropout=0.0, residual_dropout=0.0,
+        lr=3e-3, min_lr=1.5e-4, batch_size=32, episodes_per_trial=6, eval_trials=192, size=5, episode_length=8, n_test=8,
+        terminate_on_goal=False, observation="xy", deterministic_eval=False, recency_bias=True, anneal_fraction=0.75,
+        preset="noisy_room",
+    ),
+}
+
+
+def ad_preset(name: Any) -> dict[str, Any]:
+    """
+    :param name: a key of :data:`AD_NAMED_PRESETS`
+    :return: a copy of its settings
+    :raises ValueError: naming the presets
+    """
+    if name not in AD_NAMED_PRESETS:
+        raise ValueError(f"preset must be one of {sorted(AD_NAMED_PRESETS)}, got {name!r}")
+    return dict(AD_NAMED_PRESETS[name])
 
 
 def metaworld_task(name: str) -> str:

@@ -1,0 +1,181 @@
+"""AD: histories of unequal length, exact resumption of training, time-budgeted stages, the grid's named presets."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch as th
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import configure
+
+from sb3_pref.ad import AD, Histories, collect_histories, record_learner
+from sb3_pref.ad.collect import CollectionIncomplete
+
+SMALL = dict(embed_dim=16, n_layers=1, n_heads=2, ff_dim=32, n_updates=12, batch_size=4, seed=0)
+ROOM = dict(size=5, episode_length=6, terminate_on_goal=True)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def unequal_parts() -> list[Histories]:
+    """Q-learning histories that end on the goal: unfinished episodes are dropped, so their lengths differ."""
+    parts = [record_learner(goal, "qlearning", 150, seed=i, env_kwargs=ROOM) for i, goal in enumerate([(0, 0), (4, 4)])]
+    return [parts[0].truncated(parts[0].length - 37), parts[1]]  # at least 37 apart, whatever the learners did
+
+
+def test_concatenate_keeps_every_transition_of_unequal_histories(tmp_path):
+    parts = unequal_parts()
+    merged = Histories.concatenate(parts)
+    lengths = [part.length for part in parts]
+    assert merged.history_lengths.tolist() == lengths and merged.length == max(lengths) and merged.min_length == min(lengths)
+    for row, part in enumerate(parts):
+        for name in ("observations", "actions", "rewards", "dones", "timesteps"):
+            np.testing.assert_array_equal(getattr(merged, name)[row, : part.length], getattr(part, name)[0])
+        np.testing.assert_array_equal(merged.episode_returns()[row], part.episode_returns()[0])
+    assert merged.valid().sum() == sum(lengths)
+    # The file keeps the lengths; shuffling permutes only recorded episodes, the padding stays at the end.
+    merged.save(tmp_path / "h.npz")
+    loaded = Histories.load(tmp_path / "h.npz")
+    assert loaded.history_lengths.tolist() == lengths
+    shuffled = merged.shuffled(np.random.default_rng(0))
+    short = int(np.argmin(lengths))
+    assert not shuffled.valid()[short, min(lengths):].any()
+    assert sorted(shuffled.episode_returns()[short]) == sorted(merged.episode_returns()[short])
+    assert merged.truncated(min(lengths) - 5).history_lengths.tolist() == [min(lengths) - 5] * 2
+    # A version-1 file (no lengths) still reads, as full histories.
+    arrays = {name: getattr(parts[1], name) for name in ("observations", "actions", "rewards", "dones", "timesteps", "tasks")}
+    header = json.dumps({"format_version": 1, "n_actions": 5, "meta": {}})
+    np.savez_compressed(tmp_path / "v1.npz", header=np.array(header), **arrays)
+    assert Histories.load(tmp_path / "v1.npz").history_lengths.tolist() == [parts[1].length]
+
+
+def test_ad_samples_windows_only_inside_each_history():
+    parts = unequal_parts()
+    merged = Histories.concatenate(parts)
+    seq_len = 20
+    model = AD(merged, seq_len=seq_len, **{**SMALL, "batch_size": 256})
+    lengths = merged.history_lengths
+    last_start = {0: 0, 1: 0}
+    for _ in range(12):
+        rows, starts = (t.cpu().numpy() for t in model._window_starts())
+        assert (starts >= 0).all() and (starts + seq_len <= lengths[rows]).all()
+        for row in (0, 1):
+            last_start[row] = max(last_start[row], int(starts[rows == row].max(initial=0)))
+    # Every valid start is reachable: the longer history's last windows are sampled, not cut to the shorter one's.
+    assert last_start == {row: int(lengths[row]) - seq_len for row in (0, 1)}
+    with pytest.raises(ValueError, match="shortest history"):
+        AD(merged, seq_len=min(lengths) + 1, **SMALL)
+
+
+def test_updates_per_second_counts_only_this_call(tmp_path):
+    histories = Histories.concatenate(unequal_parts())
+    model = AD(histories, seq_len=12, **SMALL)
+    model.learn(12)  # fast updates before the measured call
+
+    class Slow(BaseCallback):
+        def _on_step(self) -> bool:
+            time.sleep(0.1)
+            return True
+
+    model.set_logger(configure(str(tmp_path), ["csv"]))
+    start = time.perf_counter()
+    model.learn(4, callback=Slow(), log_interval=4, reset_num_timesteps=False)
+    wall = time.perf_counter() - start
+    with open(tmp_path / "progress.csv") as handle:
+        header, row = handle.read().split()
+    rate = float(dict(zip(header.split(","), row.split(",")))["time/updates_per_s"])
+    # 4 updates in this call, logged after 3 sleeps: at most 4 / 0.3 per second, at least 4 per wall time of the call.
+    # Dividing the total count (16) by this call's time, the bug this checks, gives four times as much.
+    assert 4 / wall <= rate <= 4 / 0.3
+
+
+def test_save_load_then_learn_continues_exactly(tmp_path):
+    histories = Histories.concatenate(unequal_parts())
+    straight = AD(histories, seq_len=12, **SMALL)  # the default dropouts draw from torch's generator
+    straight.learn(8)
+    resumed = AD(histories, seq_len=12, **SMALL)
+    resumed.learn(4)
+    resumed.save(tmp_path / "half")
+    th.rand(100)  # other work between the two calls moves torch's generator
+    resumed = AD.load(tmp_path / "half", histories=histories)
+    assert resumed.num_timesteps == 4
+    resumed.learn(4, reset_num_timesteps=False)
+    for a, b in zip(straight.policy.parameters(), resumed.policy.parameters()):
+        assert th.equal(a, b)
+    assert resumed._learning_rate(resumed._n_updates) == straight._learning_rate(straight._n_updates)
+
+
+def test_collection_deadline_and_parallel_workers_give_the_same_histories(tmp_path):
+    goals = [(0, 0), (4, 4)]
+    kwargs = dict(learner="qlearning", steps=60, env_kwargs=ROOM)
+    with pytest.raises(CollectionIncomplete, match="0 of 2"):
+        collect_histories(goals, str(tmp_path / "late.npz"), deadline=time.monotonic() - 1, **kwargs)
+    assert not os.listdir(tmp_path / "late.npz.parts")
+    serial = collect_histories(goals, str(tmp_path / "serial.npz"), **kwargs)
+    parallel = collect_histories(goals, str(tmp_path / "parallel.npz"), workers=2, **kwargs)
+    for name in ("observations", "actions", "rewards", "lengths"):
+        np.testing.assert_array_equal(getattr(serial, name), getattr(parallel, name))
+    with pytest.raises(ValueError, match="workers"):
+        collect_histories(goals, str(tmp_path / "x.npz"), workers=0, **kwargs)
+
+
+def test_train_ad_example_resumes_stage_by_stage_with_rl2(tmp_path):
+    out = tmp_path / "run"
+    command = [
+        sys.executable, os.path.join(ROOT, "examples", "train_AD.py"), "--env", "darkroom", "--preset", "noisy_room",
+        "--output-dir", str(out), "--learners-per-goal", "1", "--batch-size", "8", "--eval-trials", "8", "--verbose", "0",
+    ]
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*command, *extra], capture_output=True, text=True, env=env, timeout=300)
+
+    late = run("--n-updates", "6", "--time-budget", "0")
+    assert late.returncode == 3 and "INCOMPLETE: histories" in late.stdout, late.stdout + late.stderr
+    first = run("--n-updates", "6")
+    assert first.returncode == 0 and "DONE" in first.stdout, first.stdout + first.stderr
+    assert AD.load(out / "model.zip").num_timesteps == 6
+    shard = next((out / "histories.npz.parts").iterdir())
+    recorded = shard.stat().st_mtime_ns
+    # A longer schedule continues the saved model on the recorded histories; RL2 joins on the same held-out trials.
+    longer = run("--n-updates", "10", "--with-rl2", "--rl2-steps", "2000", "--rl2-cell", "lstm")
+    assert longer.returncode == 0, longer.stdout + longer.stderr
+    assert AD.load(out / "model.zip").num_timesteps == 10 and shard.stat().st_mtime_ns == recorded
+    with open(out / "adaptation.csv") as handle:
+        agents = {line.split(",")[0] for line in handle.read().splitlines()[1:]}
+    assert {"AD", "RL2", "random"} <= agents
+    with open(out / "summary.json") as handle:
+        summary = json.load(handle)
+    assert len(summary["curves"]["RL2"]) == len(summary["curves"]["AD"]) == 6  # the same trials of 6 episodes
+    with open(out / "timings.json") as handle:
+        assert {"histories_s", "model_s", "rl2_s", "evaluation_s"} <= set(json.load(handle))
+
+
+def test_noisy_room_is_a_grid_preset_matching_the_library_preset():
+    from sb3_pref.ad.presets import NOISY_ROOM
+    from sb3_pref.experiments.config import ConfigError, load_config
+
+    config = load_config(dict(algorithms={"ad": {"preset": "noisy_room", "eval_trials": 16}}, tasks=["darkroom"], seeds=1))
+    (run,) = config.runs()
+    s = run.hyperparameters
+    room, model = NOISY_ROOM["room"], NOISY_ROOM["model"]
+    assert s["preset"] == "noisy_room" and s["eval_trials"] == 16  # the config's own key still overrides the preset
+    assert (s["size"], s["episode_length"], s["terminate_on_goal"], s["observation"]) == (
+        room["size"], room["episode_length"], room["terminate_on_goal"], room["observation"])
+    assert (s["learner"], s["learners_per_goal"], s["n_test"], s["episodes_per_trial"]) == (
+        NOISY_ROOM["learner"], NOISY_ROOM["learners_per_goal"], NOISY_ROOM["n_test"], NOISY_ROOM["episodes"])
+    assert s["learner_steps"] == s["max_history_steps"] == NOISY_ROOM["episodes"] * room["episode_length"]
+    assert s["anneal_fraction"] == NOISY_ROOM["learner_kwargs"]["anneal_fraction"]
+    renamed = dict(lr="learning_rate", min_lr="min_learning_rate", total_timesteps="n_updates")
+    for key in ("seq_len", "embed_dim", "n_layers", "n_heads", "ff_dim", "attention_dropout", "residual_dropout",
+                "recency_bias", "batch_size", *renamed):
+        assert s[key] == model[renamed.get(key, key)], key
+    (default,) = load_config(dict(algorithms=["ad"], tasks=["darkroom"], seeds=1)).runs()
+    assert default.hyperparameters["preset"] == "seed" and default.hyperparameters["learner"] == "a2c"
+    with pytest.raises(ConfigError, match="preset must be one of"):
+        load_config(dict(algorithms={"ad": {"preset": "noisy"}}, tasks=["darkroom"], seeds=1))
+    with pytest.raises(ConfigError, match="anneal_fraction"):
+        load_config(dict(algorithms={"ad": {"preset": "noisy_room", "anneal_fraction": 0}}, tasks=["darkroom"], seeds=1))
