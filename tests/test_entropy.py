@@ -30,6 +30,15 @@ def test_knn_matches_brute_force_with_duplicates() -> None:
     assert brute_force_knn(obs[:1], obs, k=4)[0] == 0.0
 
 
+def test_knn_stays_exact_far_from_the_origin() -> None:
+    # Neighbours are ranked with a matmul; observations at 1e4 from the origin would make its rounding
+    # (about 1e-7 * |s|^2 = 40 in squared distance) larger than the distances themselves without centring.
+    obs = data_with_duplicates(400, 4, seed=3) + np.float32(1e4)
+    reward = StateEntropyReward(obs_dim=4, capacity=1000, k=5, max_chunk_bytes=4096)
+    reward.add(obs)
+    np.testing.assert_allclose(reward.knn_distance(obs), brute_force_knn(obs, obs, k=5), rtol=1e-3, atol=2e-3)
+
+
 def test_chunked_equals_unchunked() -> None:
     obs = data_with_duplicates(257, 6, seed=1)
     whole = StateEntropyReward(obs_dim=6, capacity=512)

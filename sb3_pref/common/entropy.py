@@ -8,6 +8,8 @@ from stable_baselines3.common.running_mean_std import RunningMeanStd
 
 # Only guards against division by zero when every distance seen so far is the same.
 _STD_EPS = 1e-8
+# Extra neighbours re-ranked on exact distances after the fast (matmul) ranking.
+_CANDIDATE_MARGIN = 8
 
 
 class StateEntropyReward:
@@ -94,12 +96,24 @@ class StateEntropyReward:
         n_neighbours = min(self.k + 1, self.size)
         bytes_per_query = self.size * stored.element_size()
         chunk = max(1, self.max_chunk_bytes // bytes_per_query)
+        # Candidates are ranked by |s|^2 - 2 q.s (the squared distance less the query's own |q|^2, which
+        # does not change a row's order) in one matmul, whose rounding can swap near-equal neighbours; the
+        # (k + 1)-th smallest is then taken over exact distances to a few more candidates than needed,
+        # so the result equals the exact k-NN distance unless rounding moves a row past that margin.
+        n_candidates = min(n_neighbours + _CANDIDATE_MARGIN, self.size)
+        # Distances do not change under a shift; centring keeps the matmul's rounding small for
+        # observations far from the origin (|s|^2 would otherwise dwarf the distances).
+        # The exact distances below use the raw rows, so the result does not depend on the centre's rounding.
+        centre = stored.mean(dim=0)
+        stored_centred, queries_centred = stored - centre, queries - centre
+        stored_sq = (stored_centred * stored_centred).sum(dim=1)[None]
         distances = []
         for begin in range(0, len(queries), chunk):
-            # The direct (non-matmul) mode is exact: the matmul shortcut turns a zero self-distance
-            # into rounding noise, which would mis-rank duplicates, for at most ~2x the time.
-            block = th.cdist(queries[begin : begin + chunk], stored, compute_mode="donot_use_mm_for_euclid_dist")
-            distances.append(th.topk(block, n_neighbours, dim=1, largest=False).values[:, -1])
+            block = queries[begin : begin + chunk]
+            approx = th.addmm(stored_sq, queries_centred[begin : begin + chunk], stored_centred.T, alpha=-2.0)
+            candidates = th.topk(approx, n_candidates, dim=1, largest=False).indices
+            exact = (stored[candidates] - block[:, None, :]).norm(dim=-1)
+            distances.append(th.topk(exact, n_neighbours, dim=1, largest=False).values[:, -1])
         if not distances:
             return np.zeros(0, dtype=np.float32)
         return th.cat(distances).cpu().numpy().astype(np.float32)

@@ -47,7 +47,7 @@ MIN_FOLD = 3
 #: ``"auto"``: a member stops after this many passes without a held-out improvement ...
 PATIENCE_PASSES = 3
 #: ... and at least this many gradient steps (small datasets make one pass a single step)
-PATIENCE_STEPS = 20
+PATIENCE_STEPS = 5
 #: ``"auto"``: an improvement must lower the held-out loss by this fraction of the best so far
 MIN_REL_IMPROVEMENT = 1e-3
 
