@@ -234,6 +234,8 @@ def timed_run(algo: str, args: argparse.Namespace) -> dict[str, Any]:
         "wall": wall,
         "cpu": cpu,
         "steps": model.num_timesteps,
+        # Monitor sits under VecNormalize: these are the env's true returns for both algorithms.
+        "return": float(statistics.mean(info["r"] for info in model.ep_info_buffer)),
         "phases": {label: TIMER.phase(expression) for label, expression in PHASES},
         "calls": dict(TIMER.calls),
     }
@@ -292,21 +294,24 @@ def markdown(args: argparse.Namespace, runs: list[dict[str, dict[str, Any]]], co
         "",
         settings_line(args, pref),
         "",
-        "| repeat | order | PPO wall (s) | PPO_REWARD wall (s) | ratio | PPO CPU (s) | PPO_REWARD CPU (s) | CPU ratio |",
-        "|---|---|---|---|---|---|---|---|",
+        "| repeat | order | PPO wall (s) | PPO_REWARD wall (s) | ratio | PPO CPU (s) | PPO_REWARD CPU (s) | CPU ratio "
+        "| PPO return | PPO_REWARD return |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for index, run in enumerate(runs):
         ppo, prefppo = run["PPO"], run["PrefPPO"]
         lines.append(
             f"| {index + 1} | {run['order']} | {ppo['wall']:.1f} | {prefppo['wall']:.1f} | {ratios[index]:.3f} | "
-            f"{ppo['cpu']:.1f} | {prefppo['cpu']:.1f} | {cpu_ratios[index]:.3f} |"
+            f"{ppo['cpu']:.1f} | {prefppo['cpu']:.1f} | {cpu_ratios[index]:.3f} | {ppo['return']:.1f} | "
+            f"{prefppo['return']:.1f} |"
         )
     lines += [
         f"| **median** | | {statistics.median(r['PPO']['wall'] for r in runs):.1f} | "
         f"{statistics.median(r['PrefPPO']['wall'] for r in runs):.1f} | **{statistics.median(ratios):.3f}** | "
         f"{statistics.median(r['PPO']['cpu'] for r in runs):.1f} | "
         f"{statistics.median(r['PrefPPO']['cpu'] for r in runs):.1f} | "
-        f"**{statistics.median(cpu_ratios):.3f}** |",
+        f"**{statistics.median(cpu_ratios):.3f}** | {statistics.median(r['PPO']['return'] for r in runs):.1f} | "
+        f"{statistics.median(r['PrefPPO']['return'] for r in runs):.1f} |",
         "",
         f"Target: ratio <= {args.target}. Median wall-clock ratio {statistics.median(ratios):.3f}, "
         f"median CPU-time ratio {statistics.median(cpu_ratios):.3f} (less sensitive to other processes).",
