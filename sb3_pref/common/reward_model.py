@@ -1,4 +1,9 @@
-"""The learned reward: a Bradley-Terry ensemble of MLPs over ``concat(obs, action)``."""
+"""
+The learned reward: a Bradley-Terry ensemble of MLPs over ``concat(obs, action)``.
+
+The network's layers are in :mod:`sb3_pref.common.ensemble`, the model's file format in
+:mod:`sb3_pref.common.reward_model_io`, the training schedules in :mod:`sb3_pref.common.reward_training`.
+"""
 
 import math
 import os
@@ -6,10 +11,13 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import numpy as np
 import torch as th
-from torch import nn
 from torch.nn import functional as F
 
-from sb3_pref.common.preprocessing import FeatureEncoder, SpaceOrDim, describe_space, space_from_description
+# The network's layers live in ensemble.py; they are imported here too, where they were first defined,
+# so `from sb3_pref.common.reward_model import EnsembleLinear, BPREF_HIDDEN_DIM, ...` keeps working.
+from sb3_pref.common.ensemble import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, OUTPUT_ACTIVATIONS, EnsembleLinear, build_ensemble
+from sb3_pref.common.preprocessing import FeatureEncoder, SpaceOrDim
+from sb3_pref.common.reward_model_io import load_reward_model, reward_model_config, reward_model_from_config, save_reward_model
 from sb3_pref.common.reward_training import (
     MIN_FOLD,
     N_FOLDS,
@@ -26,51 +34,6 @@ from sb3_pref.common.validation import check_int, check_positive_float
 
 if TYPE_CHECKING:
     from sb3_pref.common.preferences import PreferenceDataset
-
-OUTPUT_ACTIVATIONS = {"tanh": nn.Tanh, "sig": nn.Sigmoid, "relu": nn.ReLU}
-
-
-class EnsembleLinear(nn.Module):
-    """
-    ``E`` independent linear layers evaluated as one batched matmul, so an ensemble costs one
-    kernel per layer instead of one per member.
-
-    :param ensemble_size: number of members ``E``
-    :param in_features: input width
-    :param out_features: output width
-    """
-
-    def __init__(self, ensemble_size: int, in_features: int, out_features: int) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(th.empty(ensemble_size, in_features, out_features))
-        self.bias = nn.Parameter(th.empty(ensemble_size, 1, out_features))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        # The same distribution as torch.nn.Linear's default, drawn per member.
-        bound = 1.0 / math.sqrt(self.weight.shape[1])
-        nn.init.uniform_(self.weight, -bound, bound)
-        nn.init.uniform_(self.bias, -bound, bound)
-
-    def forward(self, x: th.Tensor) -> th.Tensor:
-        """:param x: ``(E, M, in)``, or ``(M, in)`` shared by all members; :return: ``(E, M, out)``"""
-        return th.baddbmm(self.bias, x.expand(self.weight.shape[0], *x.shape[-2:]), self.weight)
-
-
-#: The hidden width of B-Pref's reward model (``RewardModel(hidden_dim=BPREF_HIDDEN_DIM)`` builds its network)
-BPREF_HIDDEN_DIM = 256
-#: ... and its number of hidden layers
-BPREF_N_LAYERS = 3
-
-
-def build_ensemble(ensemble_size: int, input_dim: int, hidden_dim: int, n_layers: int, activation: str) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    width = input_dim
-    for _ in range(n_layers):
-        layers += [EnsembleLinear(ensemble_size, width, hidden_dim), nn.LeakyReLU()]
-        width = hidden_dim
-    layers += [EnsembleLinear(ensemble_size, width, 1), OUTPUT_ACTIVATIONS[activation]()]
-    return nn.Sequential(*layers)
 
 
 class RewardModel:
@@ -410,51 +373,25 @@ class RewardModel:
     # ------------------------------------------------------------- persistence
     def get_config(self) -> dict[str, Any]:
         """Plain-data constructor arguments (the teacher is not part of the model's file)."""
-        return {
-            "obs_space": describe_space(self.encoder.observation_space),
-            "act_space": describe_space(self.encoder.action_space),
-            "size_segment": self.size_segment,
-            "activation": self.activation,
-            "lr": self.lr,
-            "mb_size": self.mb_size,
-            "large_batch": self.large_batch,
-            "ensemble_size": self.ensemble_size,
-            "hidden_dim": self.hidden_dim,
-            "n_layers": self.n_layers,
-            "train_batch_size": self.train_batch_size,
-            "label_margin": self.label_margin,
-            "train_dtype": self.requested_train_dtype,
-        }
+        return reward_model_config(self)
 
     @classmethod
     def from_config(
         cls, config: dict[str, Any], teacher: Optional[BaseTeacher] = None, device: Union[str, th.device] = "auto"
     ) -> "RewardModel":
-        kwargs = dict(config)
-        obs_space = space_from_description(kwargs.pop("obs_space"))
-        act_space = space_from_description(kwargs.pop("act_space"))
-        return cls(obs_space, act_space, teacher=teacher, device=device, **kwargs)
+        return reward_model_from_config(cls, config, teacher=teacher, device=device)
 
     def save(self, path: Union[str, os.PathLike]) -> None:
         """Write config, weights and optimizer state (loadable with ``weights_only=True``), atomically."""
-        tmp_path = f"{os.fspath(path)}.tmp"
-        state = {
-            "config": self.get_config(),
-            "ensemble": self.ensemble.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "n_updates": self.n_updates,
-        }
-        th.save(state, tmp_path)
-        os.replace(tmp_path, path)
+        save_reward_model(self, path)
 
     @classmethod
     def load(
         cls, path: Union[str, os.PathLike], teacher: Optional[BaseTeacher] = None, device: Union[str, th.device] = "auto"
     ) -> "RewardModel":
         """Rebuild a model written by :meth:`save`; the teacher is given anew (an oracle if None)."""
-        state = th.load(path, map_location="cpu", weights_only=True)
-        model = cls.from_config(state["config"], teacher=teacher, device=device)
-        model.ensemble.load_state_dict(state["ensemble"])
-        model.optimizer.load_state_dict(state["optimizer"])
-        model.n_updates = int(state["n_updates"])
-        return model
+        return load_reward_model(cls, path, teacher=teacher, device=device)
+
+
+# BPREF_*, EnsembleLinear, OUTPUT_ACTIVATIONS and build_ensemble moved to ensemble.py and stay importable from here.
+__all__ = ["BPREF_HIDDEN_DIM", "BPREF_N_LAYERS", "OUTPUT_ACTIVATIONS", "EnsembleLinear", "RewardModel", "build_ensemble"]

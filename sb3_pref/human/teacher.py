@@ -9,6 +9,8 @@ mode ``label_pairs`` returns when the round is answered (or timed out); in async
 returns at once, and every answer reaches the learner through :meth:`HumanTeacher.late_labels` at
 the start of a later round. Which answers were handed over is part of the teacher's state, saved
 in every checkpoint: a run resumed from a checkpoint receives exactly the answers its dataset lacks.
+
+The render thread and the blocking wait are in :mod:`sb3_pref.human.rounds` (a base of the teacher).
 """
 
 import math
@@ -18,8 +20,6 @@ import shutil
 import threading
 import time
 import uuid
-import warnings
-from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Optional, Union
 
 import gymnasium as gym
@@ -28,6 +28,7 @@ import numpy as np
 from sb3_pref.common.segments import SegmentBatch
 from sb3_pref.common.teachers import BaseTeacher
 from sb3_pref.human.rendering import RENDER_STATE_KEY, SegmentRenderer
+from sb3_pref.human.rounds import HumanRoundsMixin, _env_factory, _Round
 from sb3_pref.human.server import FeedbackServer
 from sb3_pref.human.store import CHOICE_LABELS, LabelStore, label_to_choice
 
@@ -36,32 +37,7 @@ MODES = ("blocking", "async")
 CURVE_POINTS = 200
 
 
-@dataclass
-class _Round:
-    """The queries of one ``label_pairs`` call, filled in by the render thread as clips are ready."""
-
-    index: int
-    seg_0: SegmentBatch
-    seg_1: SegmentBatch
-    references: Optional[list[str]]
-    asked: float
-    query_ids: list[int] = field(default_factory=list)
-    done: bool = False
-    error: Optional[BaseException] = None
-
-    def __len__(self) -> int:
-        return len(self.seg_0)
-
-
-def _env_factory(render_env: Union[str, Callable[[], gym.Env]]) -> Callable[[], gym.Env]:
-    if isinstance(render_env, str):
-        return lambda: gym.make(render_env, render_mode="rgb_array")
-    if callable(render_env):
-        return render_env
-    raise ValueError(f"render_env must be a gymnasium id or a function returning an env, got {render_env!r}")
-
-
-class HumanTeacher(BaseTeacher):
+class HumanTeacher(HumanRoundsMixin, BaseTeacher):
     """
     A person labels the queries on a local web page showing the two segments of each pair as looping
     clips. Usable wherever a scripted teacher is: ``PPO_REWARD(..., teacher=HumanTeacher(...))``.
@@ -241,90 +217,6 @@ class HumanTeacher(BaseTeacher):
         self._counters["labelled"] += len(labels) - skipped
         self._counters["equal"] += int((labels == 0.5).sum())
         return labels
-
-    # ------------------------------------------------------------ waiting (blocking mode)
-    def _wait(self, job: _Round) -> dict[int, str]:
-        announced = False
-        with self._cond:
-            self._waiting, self._deadline = job, None
-        try:
-            while True:
-                with self._cond:
-                    if job.error is not None:
-                        raise RuntimeError(f"preparing the clips of round {job.index} failed: {job.error!r}") from job.error
-                    if job.done and self._deadline is None and self.timeout is not None:
-                        self._deadline = time.monotonic() + self.timeout
-                    done, query_ids, deadline = job.done, list(job.query_ids), self._deadline
-                answers = self.store.answers(query_ids)
-                # take_answers marks them used: from here on the page can no longer correct them.
-                if done and len(answers) == len(job):
-                    return self.store.take_answers(query_ids)
-                if deadline is not None and time.monotonic() >= deadline:
-                    answers = self.store.take_answers(query_ids)
-                    self._report_timeout(job, len(answers))
-                    return answers
-                if not announced and self.verbose and self.server is not None:
-                    limit = "no time limit" if self.timeout is None else f"{self.timeout:.0f} s once the clips are ready"
-                    print(f"[HumanTeacher] round {job.index}: training waits for {len(job)} answers at {self.url} ({limit})")
-                    announced = True
-                with self._cond:
-                    self._cond.wait(0.25)
-        finally:
-            with self._cond:
-                self._waiting, self._deadline = None, None
-
-    def _report_timeout(self, job: _Round, n_answered: int) -> None:
-        message = (
-            f"[HumanTeacher] round {job.index}: {len(job) - n_answered} of {len(job)} pairs were not answered within "
-            f"{self.timeout:g} s; training goes on and counts them as skipped. They stay on the page: "
-            "answers given later join the reward model at the next round."
-        )
-        warnings.warn(message, stacklevel=3)
-
-    def _on_answer(self, query_id: int, choice: str) -> None:
-        with self._cond:
-            self._cond.notify_all()
-
-    # ------------------------------------------------------------ rendering thread
-    def _render_loop(self) -> None:
-        try:
-            while True:
-                job = self._jobs.get()
-                if job is None:
-                    return
-                self._render_round(job)
-        finally:
-            # The render env's OpenGL context belongs to this thread: release it here.
-            self.renderer.close()
-
-    def _render_round(self, job: _Round) -> None:
-        registered = 0
-        try:
-            for index in range(len(job)):
-                stem = uuid.uuid4().hex
-                names = []
-                for side, segments in enumerate((job.seg_0, job.seg_1)):
-                    path = self.renderer.write(
-                        segments.extras[RENDER_STATE_KEY][index], os.path.join(self.media_dir, f"{stem}_{side}")
-                    )
-                    names.append(os.path.basename(path))
-                reference = job.references[index] if job.references is not None else None
-                query_id = self.store.add_query(
-                    job.seg_0, job.seg_1, index, (names[0], names[1]), job.index, reference=reference, asked=job.asked
-                )
-                with self._cond:
-                    job.query_ids.append(query_id)
-                    self._rendering -= 1
-                    registered += 1
-                    self._cond.notify_all()
-        except BaseException as error:  # reported in the training thread, never lost in this one
-            job.error = error
-            self._render_error = error
-        finally:
-            with self._cond:
-                self._rendering -= len(job) - registered
-                job.done = True
-                self._cond.notify_all()
 
     def _check_open(self) -> None:
         if self._closed:
