@@ -7,7 +7,7 @@ queries, segments of 50, ``re_update`` 100) train the reward model with ``reward
 ``"bpref"``. After every round: agreement with an oracle on 2000 fresh pairs, the correlation of predicted
 with true per-step rewards, gradient steps and CPU seconds of the round::
 
-    python benchmarks/schedule_dmc.py --env walker_stand --variants auto:64 bpref:64 --output benchmarks/schedule_dmc.md
+    python benchmarks/schedule_dmc.py --env walker_walk --rounds 10 --output benchmarks/schedule_dmc_walker_walk.md
 """
 
 import argparse
@@ -48,8 +48,8 @@ def main() -> None:
     parser.add_argument(
         "--variants",
         nargs="+",
-        default=["auto:64", "bpref:64"],
-        help="schedule:hidden_dim pairs, e.g. auto:64 bpref:256 (3 layers each)",
+        default=["auto:64:2:1e-3", "bpref:256:3:3e-4"],
+        help="schedule:hidden_dim:n_layers:lr, e.g. auto:64:2:1e-3 (the defaults) bpref:256:3:3e-4 (B-Pref's model)",
     )
     parser.add_argument("--output", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "schedule_dmc.md"))
     args = parser.parse_args()
@@ -59,8 +59,11 @@ def main() -> None:
     flat_obs, flat_actions, flat_true = (x.reshape(-1, *x.shape[2:]) for x in (obs, actions, rewards))
     rows = {}
     for variant in args.variants:
-        schedule, hidden = variant.split(":")
-        model = RewardModel(obs.shape[-1], actions.shape[-1], mb_size=args.re_batch, hidden_dim=int(hidden), seed=args.seed)
+        schedule, hidden, layers, lr = variant.split(":")
+        model = RewardModel(
+            obs.shape[-1], actions.shape[-1], mb_size=args.re_batch, hidden_dim=int(hidden), n_layers=int(layers),
+            lr=float(lr), seed=args.seed,
+        )  # fmt: skip
         teacher = ScriptedTeacher.preset("oracle", seed=args.seed)
         learner = PreferenceLearner(
             model,
@@ -90,8 +93,8 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f} after: **the machine was shared with other jobs**; CPU seconds are this process's.",
         "",
         f"{args.steps} transitions of a uniformly random policy (4 envs, seed {args.seed}); {args.rounds} rounds of "
-        f"{args.re_batch} oracle labels (disagreement queries, segments of 50); reward model 3 members x 3 layers "
-        "of the variant's width (`schedule:width`), batch 128, lr 3e-4, re_update 100, float32. Agreement: with an "
+        f"{args.re_batch} oracle labels (disagreement queries, segments of 50); reward model of 3 members, "
+        "`schedule:width:layers:lr` as in each column's name, batch 128, re_update 100, float32. Agreement: with an "
         "oracle on 2000 fresh pairs; corr: predicted against true per-step reward on all transitions.",
         "",
         "| labels | " + " | ".join(f"{v}: steps | {v}: CPU (s) | {v}: agreement | {v}: corr" for v in rows) + " |",
