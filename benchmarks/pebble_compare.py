@@ -116,7 +116,8 @@ def table(path: str) -> str:
     runs = [row for row in rows if row["kind"] == "run"]
     tasks = sorted({row["task"] for row in runs})
     methods = [m for m in ("sac_true", "pebble", "prefppo") if any(row["method"] == m for row in runs)]
-    lines += ["", "| task | " + " | ".join(methods) + " | PEBBLE / SAC |", "|---" * (len(methods) + 2) + "|"]
+    header = "| task | " + " | ".join(methods) + " | PEBBLE / SAC | PEBBLE - PrefPPO |"
+    lines += ["", header, "|---" * (len(methods) + 3) + "|"]
     for task in tasks:
         cells, means = [], {}
         for method in methods:
@@ -124,8 +125,38 @@ def table(path: str) -> str:
             means[method] = float(np.mean(values)) if values else float("nan")
             cells.append(f"{means[method]:.1f} ({', '.join(f'{v:.0f}' for v in values)})" if values else "-")
         ratio = means.get("pebble", np.nan) / means.get("sac_true", np.nan) if means.get("sac_true") else float("nan")
-        lines.append(f"| {task} | " + " | ".join(cells) + f" | {ratio:.2f} |")
+        gap = means.get("pebble", np.nan) - means.get("prefppo", np.nan)
+        lines.append(f"| {task} | " + " | ".join(cells) + f" | {ratio:.2f} | {gap:+.1f} |")
     return "\n".join(lines)
+
+
+def figure(path: str, out: str) -> None:
+    """Training-episode return (true reward) against env steps, one panel per task, mean over seeds per method."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    runs = [row for row in (json.loads(line) for line in open(path) if line.strip()) if row["kind"] == "run"]
+    tasks = sorted({row["task"] for row in runs})
+    fig = Figure(figsize=(6 * len(tasks), 4))
+    FigureCanvasAgg(fig)
+    for i, task in enumerate(tasks):
+        axes = fig.add_subplot(1, len(tasks), i + 1)
+        for method in ("sac_true", "pebble", "prefppo"):
+            curves = [row["train_returns"] for row in runs if row["task"] == task and row["method"] == method]
+            if not curves:
+                continue
+            length = min(len(c) for c in curves)
+            matrix = np.array([c[:length] for c in curves])
+            steps = 1000 * np.arange(1, length + 1)  # dm_control episodes are 1000 steps
+            line = axes.plot(steps, matrix.mean(axis=0), marker="o", label=f"{method} (n={len(curves)})")[0]
+            if len(curves) > 1:
+                axes.fill_between(steps, matrix.min(axis=0), matrix.max(axis=0), alpha=0.15, color=line.get_color())
+        axes.set_xlabel("env steps")
+        axes.set_ylabel("training-episode return (true reward)")
+        axes.set_title(f"{task}: mean over seeds, band = min..max")
+        axes.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
 
 
 def main() -> None:
@@ -147,9 +178,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default="benchmarks/results/pebble.jsonl")
     parser.add_argument("--table", metavar="RESULTS", help="print the table of a results file and exit")
+    parser.add_argument("--figure", metavar="PNG", help="with --table: also draw the training curves into PNG")
     args = parser.parse_args()
     if args.table:
         print(table(args.table))
+        if args.figure:
+            figure(args.table, args.figure)
         return
     th.set_num_threads(args.threads)  # one thread: several processes share few cores
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)

@@ -217,7 +217,7 @@ def _execute_locked(record: RunRecord, backend: str, stdout_log: bool) -> dict[s
         callback = RunCallback(run_dir, spec.checkpoint_every, spec.total_timesteps)
         remaining = spec.total_timesteps - model.num_timesteps
         # Off-policy learners log every log_interval episodes (SB3's default 4): every episode makes a curve.
-        learn_kwargs = {"log_interval": 1} if isinstance(model, OffPolicyAlgorithm) else {}
+        learn_kwargs: dict[str, Any] = {"log_interval": 1} if isinstance(model, OffPolicyAlgorithm) else {}
         if remaining > 0:
             model.learn(remaining, callback=callback, reset_num_timesteps=checkpoint is None, **learn_kwargs)
         _, finish = _kind(spec)
