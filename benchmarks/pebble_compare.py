@@ -25,6 +25,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref import PPO_REWARD, SAC_REWARD, RewardModel
 from sb3_pref.common.offpolicy import relabel_replay_buffer
+from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS
 from sb3_pref.envs.dmc import make_vec_dmcontrol_env
 
 
@@ -41,7 +42,7 @@ def time_relabel(n_transitions: int, obs_dim: int, act_dim: int, chunk_size: int
     buffer.observations[:] = rng.standard_normal(buffer.observations.shape, dtype=np.float32)
     buffer.actions[:] = rng.uniform(-1, 1, buffer.actions.shape).astype(np.float32)
     buffer.full = True
-    model = RewardModel(obs_dim, act_dim, seed=seed)
+    model = RewardModel(obs_dim, act_dim, hidden_dim=BPREF_HIDDEN_DIM, n_layers=BPREF_N_LAYERS, seed=seed)
 
     def reward_fn(obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         mean, _ = model.predict(np.concatenate([obs, actions], axis=-1))
@@ -66,7 +67,11 @@ def run_one(method: str, task: str, seed: int, steps: int, feedback: int, args: 
         learning_starts=args.seed_steps, batch_size=args.batch_size, buffer_size=steps, learning_rate=args.lr,
         policy_kwargs=dict(net_arch=[args.hidden] * 2), seed=seed, device="cpu",
     )  # fmt: skip
-    reward_model = RewardModel(env.observation_space, env.action_space, size_segment=50, mb_size=args.mb_size)
+    # B-Pref's reward network, as in the committed PEBBLE.md tables (the library default is smaller: 2 x 64).
+    reward_model = RewardModel(
+        env.observation_space, env.action_space, size_segment=50, mb_size=args.mb_size, hidden_dim=BPREF_HIDDEN_DIM,
+        n_layers=BPREF_N_LAYERS, lr=3e-4,
+    )  # fmt: skip
     if method == "sac_true":
         model: Any = SAC("MlpPolicy", env, **sac_kwargs)
         learn_kwargs: dict[str, Any] = {}
@@ -116,7 +121,8 @@ def table(path: str) -> str:
     runs = [row for row in rows if row["kind"] == "run"]
     tasks = sorted({row["task"] for row in runs})
     methods = [m for m in ("sac_true", "pebble", "prefppo") if any(row["method"] == m for row in runs)]
-    lines += ["", "| task | " + " | ".join(methods) + " | PEBBLE / SAC |", "|---" * (len(methods) + 2) + "|"]
+    header = "| task | " + " | ".join(methods) + " | PEBBLE / SAC | PEBBLE - PrefPPO |"
+    lines += ["", header, "|---" * (len(methods) + 3) + "|"]
     for task in tasks:
         cells, means = [], {}
         for method in methods:
@@ -124,8 +130,38 @@ def table(path: str) -> str:
             means[method] = float(np.mean(values)) if values else float("nan")
             cells.append(f"{means[method]:.1f} ({', '.join(f'{v:.0f}' for v in values)})" if values else "-")
         ratio = means.get("pebble", np.nan) / means.get("sac_true", np.nan) if means.get("sac_true") else float("nan")
-        lines.append(f"| {task} | " + " | ".join(cells) + f" | {ratio:.2f} |")
+        gap = means.get("pebble", np.nan) - means.get("prefppo", np.nan)
+        lines.append(f"| {task} | " + " | ".join(cells) + f" | {ratio:.2f} | {gap:+.1f} |")
     return "\n".join(lines)
+
+
+def figure(path: str, out: str) -> None:
+    """Training-episode return (true reward) against env steps, one panel per task, mean over seeds per method."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    runs = [row for row in (json.loads(line) for line in open(path) if line.strip()) if row["kind"] == "run"]
+    tasks = sorted({row["task"] for row in runs})
+    fig = Figure(figsize=(6 * len(tasks), 4))
+    FigureCanvasAgg(fig)
+    for i, task in enumerate(tasks):
+        axes = fig.add_subplot(1, len(tasks), i + 1)
+        for method in ("sac_true", "pebble", "prefppo"):
+            curves = [row["train_returns"] for row in runs if row["task"] == task and row["method"] == method]
+            if not curves:
+                continue
+            length = min(len(c) for c in curves)
+            matrix = np.array([c[:length] for c in curves])
+            steps = 1000 * np.arange(1, length + 1)  # dm_control episodes are 1000 steps
+            line = axes.plot(steps, matrix.mean(axis=0), marker="o", label=f"{method} (n={len(curves)})")[0]
+            if len(curves) > 1:
+                axes.fill_between(steps, matrix.min(axis=0), matrix.max(axis=0), alpha=0.15, color=line.get_color())
+        axes.set_xlabel("env steps")
+        axes.set_ylabel("training-episode return (true reward)")
+        axes.set_title(f"{task}: mean over seeds, band = min..max")
+        axes.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
 
 
 def main() -> None:
@@ -147,9 +183,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default="benchmarks/results/pebble.jsonl")
     parser.add_argument("--table", metavar="RESULTS", help="print the table of a results file and exit")
+    parser.add_argument("--figure", metavar="PNG", help="with --table: also draw the training curves into PNG")
     args = parser.parse_args()
     if args.table:
         print(table(args.table))
+        if args.figure:
+            figure(args.table, args.figure)
         return
     th.set_num_threads(args.threads)  # one thread: several processes share few cores
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)

@@ -41,7 +41,8 @@ def main(argv: Optional[Sequence[str]] = None) -> SAC_REWARD:
     model = make_pebble(config, env, verbose=1)
     model.set_logger(configure(run_dir, ["stdout", "csv"]))
     try:
-        model.learn(config["num_train_steps"], unsuper_flag=1)
+        # log_interval=1: a log row per episode, as B-Pref's train log (SB3's SAC default is every 4th).
+        model.learn(config["num_train_steps"], unsuper_flag=1, log_interval=1)
     except KeyboardInterrupt:
         print(f"interrupted at {model.num_timesteps} steps: saving what was learned", file=sys.stderr)
     model.save(os.path.join(run_dir, "model.zip"))

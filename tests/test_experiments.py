@@ -86,7 +86,7 @@ def test_config_expansion_and_precedence(tmp_path):
         ({"hyperparameters": {"re_updat": 3}}, "did you mean re_update"),
         ({"hyperparameters": {"seed": 3}}, "list it under seeds"),
         ({"hyperparameters": dict(TINY, batch_size=5000)}, "batch-size 5000"),
-        ({"algorithms": ["ppo", "sac"]}, "unknown algorithm"),
+        ({"algorithms": ["ppo", "td3"]}, "unknown algorithm"),  # sac is one since pebble came
         ({"teachers": ["oracel"]}, "did you mean oracle"),
         ({"budgets": ["10x20"]}, "max_feed >= re_batch"),
         ({"seed": 1}, "did you mean seeds"),

@@ -27,6 +27,7 @@ from sb3_pref.experiments.defaults import (
     algorithm_runs_on,
     default_budgets,
     task_defaults,
+    why_not,
 )
 from sb3_pref.experiments.flags import TEACHER_FLAGS, args_from_mapping, flag_names, typed_flags
 
@@ -52,6 +53,11 @@ _RESERVED = {
     "teacher": "list teachers under teachers",
     "re_max_feed": "set budgets",
     "re_batch": "set budgets",
+    # B-Pref's train_PEBBLE.py names (pebble and sac runs)
+    "num_train_steps": "set total_timesteps",
+    "max_feedback": "set budgets",
+    "reward_batch": "set budgets",
+    "device": "grid runs train on the CPU",
     **{name: "define a teacher under teachers" for name in TEACHER_FLAGS},
 }
 # Flags a PPO run on the true reward ignores: left out of its settings so that they cannot make it differ.
@@ -67,8 +73,16 @@ def _bpref_keys() -> frozenset:
     return frozenset(flag_names()) - set(_RESERVED)
 
 
+#: the algorithms that learn from preferences: their runs have a teacher and a budget
+PREFERENCE_ALGORITHMS = ("prefppo", "pebble")
+
+
 def valid_keys(algo: str) -> frozenset:
     """The hyperparameter names ``algo`` takes."""
+    if algo in ("pebble", "sac"):
+        from sb3_pref.experiments.pebble_runs import PEBBLE_KEYS, SAC_KEYS
+
+        return frozenset(PEBBLE_KEYS if algo == "pebble" else SAC_KEYS)
     if algo == "ad":
         return frozenset(AD_KEYS)
     return frozenset(RL2_KEYS) if algo == "rl2" else _bpref_keys()
@@ -118,13 +132,14 @@ class RunSpec:
     """
     One run of a grid, fully resolved: everything it needs to start, or to resume, on any machine.
 
-    :param algo: ``"ppo"``, ``"prefppo"`` or ``"rl2"``
+    :param algo: ``"ppo"``, ``"prefppo"``, ``"pebble"``, ``"sac"``, ``"rl2"`` or ``"ad"``
     :param task: the task name as written in the config
     :param seed: seed of the envs, the networks and the teacher
-    :param hyperparameters: the run's settings (B-Pref flag names, or :data:`~sb3_pref.experiments.defaults.RL2_KEYS`)
-    :param teacher: the teacher's name (prefppo only)
-    :param teacher_params: the teacher's ``beta, gamma, eps_mistake, eps_skip, eps_equal`` (prefppo only)
-    :param budget: the feedback budget (prefppo only)
+    :param hyperparameters: the run's settings (B-Pref flag names; B-Pref's ``train_PEBBLE.py`` names for
+        pebble / sac; or :data:`~sb3_pref.experiments.defaults.RL2_KEYS`)
+    :param teacher: the teacher's name (prefppo and pebble only)
+    :param teacher_params: the teacher's ``beta, gamma, eps_mistake, eps_skip, eps_equal`` (prefppo and pebble only)
+    :param budget: the feedback budget (prefppo and pebble only)
     :param checkpoint_every: env steps between checkpoints
     :param keep_checkpoints: keep the checkpoints once the run has finished
     """
@@ -143,8 +158,8 @@ class RunSpec:
     def run_id(self) -> str:
         """The run's folder inside the grid's output folder, e.g. ``prefppo/walker_walk/oracle/1000x100/seed0``."""
         parts = [self.algo, self.task]
-        if self.algo == "prefppo":
-            # a prefppo spec carries a teacher and a budget (RunGrid.expand sets both)
+        if self.algo in PREFERENCE_ALGORITHMS:
+            # a prefppo / pebble spec carries a teacher and a budget (RunGrid.expand sets both)
             parts += [cast(str, self.teacher), cast(Budget, self.budget).label]
         return "/".join([*parts, f"seed{self.seed}"])
 
@@ -199,7 +214,7 @@ class GridConfig:
 
     def _runs_of(self, algo: str, task: str, task_settings: dict[str, Any], seed: int) -> list[RunSpec]:
         keys = valid_keys(algo)
-        settings = task_defaults(algo, task)
+        settings = _task_defaults(algo, task)
         layers = (self.hyperparameters, self.algorithms[algo], task_settings, task_settings.get(algo, {}))
         if algo == "ad":  # a named preset replaces the defaults; the layers' own keys still override it
             preset = next((layer["preset"] for layer in reversed(layers) if "preset" in layer), settings["preset"])
@@ -220,10 +235,10 @@ class GridConfig:
             checkpoint_every=int(self.checkpoint_every or max(1, total // 10)),
             keep_checkpoints=self.keep_checkpoints,
         )
-        if algo != "prefppo":
+        if algo not in PREFERENCE_ALGORITHMS:
             return [RunSpec(hyperparameters=dict(settings), **common)]
         budgets = [parse_budget(b) for b in task_settings["budgets"]] if "budgets" in task_settings else self.budgets
-        budgets = budgets or [parse_budget(b) for b in default_budgets(task)]
+        budgets = budgets or [parse_budget(b) for b in _default_budgets(algo, task)]
         return [
             RunSpec(hyperparameters=dict(settings), teacher=name, teacher_params=params, budget=budget, **common)
             for budget in budgets
@@ -231,9 +246,32 @@ class GridConfig:
         ]
 
 
+def _task_defaults(algo: str, task: str) -> dict[str, Any]:
+    if algo in ("pebble", "sac"):
+        from sb3_pref.experiments.pebble_runs import pebble_task_defaults
+
+        try:
+            return pebble_task_defaults(algo, task)
+        except ValueError as error:
+            raise ConfigError(f"tasks.{task}: {error}") from None
+    return task_defaults(algo, task)
+
+
+def _default_budgets(algo: str, task: str) -> list[str]:
+    if algo == "pebble":
+        from sb3_pref.experiments.pebble_runs import pebble_budgets
+
+        return pebble_budgets(task)
+    return default_budgets(task)
+
+
 def _typed(algo: str, task: str, settings: dict[str, Any]) -> dict[str, Any]:
     """Settings converted as the flags (or RL2's checks) convert them: ``3e-4`` (a string to YAML) is 0.0003."""
     try:
+        if algo in ("pebble", "sac"):
+            from sb3_pref.experiments.pebble_runs import check_pebble_settings
+
+            return check_pebble_settings(algo, task, settings)
         if algo == "rl2":
             from sb3_pref.experiments.rl2_runs import check_rl2_settings
 
@@ -345,8 +383,8 @@ def bpref_args(run: RunSpec) -> argparse.Namespace:
 
 
 def _validate_run(run: RunSpec) -> None:
-    """Check a ppo / prefppo run against each other's flags, as the scripts would (rl2 runs were checked when built)."""
-    if run.algo in ("rl2", "ad"):
+    """Check a ppo / prefppo run against each other's flags, as the scripts would (others were checked when built)."""
+    if run.algo in ("rl2", "ad", "pebble", "sac"):
         return
     try:
         bpref_args(run)
@@ -391,7 +429,8 @@ def load_config(source: Union[str, os.PathLike, Mapping[str, Any]], output_dir: 
         _check_task_name(task)
         takers = [algo for algo in algorithms if algorithm_runs_on(algo, task)]
         if not takers:
-            raise ConfigError(f"tasks.{task}: none of the algorithms {list(algorithms)} runs on it")
+            reasons = "; ".join(why_not(algo, task) for algo in algorithms)
+            raise ConfigError(f"tasks.{task}: none of the algorithms {list(algorithms)} runs on it ({reasons})")
         task_keys = frozenset().union(*(valid_keys(algo) for algo in takers))
         _check_keys(settings, task_keys, f"tasks.{task}", extra=("budgets", *takers))
         for algo in takers:

@@ -9,8 +9,8 @@ for ``ppo`` / ``prefppo``, and :data:`RL2_KEYS` for ``rl2``.
 
 from typing import Any
 
-#: the algorithms a grid can run
-ALGORITHMS = ("ppo", "prefppo", "rl2", "ad")
+#: the algorithms a grid can run (``pebble`` and ``sac``: :mod:`sb3_pref.experiments.pebble_runs`)
+ALGORITHMS = ("ppo", "prefppo", "pebble", "sac", "rl2", "ad")
 
 # B-Pref's walker_walk settings; every dm_control task starts from these.
 _DMC = dict(
@@ -186,11 +186,29 @@ def task_family(task: str) -> str:
 
 
 def algorithm_runs_on(algo: str, task: str) -> bool:
-    """Whether ``algo`` takes ``task``: rl2 runs on trial tasks, ppo and prefppo on dm_control / Meta-World."""
+    """
+    Whether ``algo`` takes ``task``: rl2 (and ad on DarkRoom) runs on trial tasks; ppo, prefppo, pebble
+    and sac on dm_control / Meta-World (pebble and sac on the tasks B-Pref has PEBBLE settings for,
+    which the config check enforces with its own error).
+    """
     trial_task = task_family(task) in RL2_PRESETS
     if algo == "ad":
         return task_family(task) in AD_PRESETS
     return trial_task if algo == "rl2" else not trial_task
+
+
+def why_not(algo: str, task: str) -> str:
+    """Why ``algo`` does not run on ``task``, for an error message."""
+    if algorithm_runs_on(algo, task):
+        return f"{algo} runs on it"
+    if algo == "rl2":
+        return "rl2 runs on trial tasks (darkroom, bandit, ml1-<task>)"
+    if algo == "ad":
+        return "ad runs on darkroom"
+    if algo in ("pebble", "sac"):
+        # The trial tasks are the grid's discrete-action ones (DarkRoom, bandits) or trials of episodes (ML1).
+        return f"{algo} is SAC: it needs a continuous-action dm_control or Meta-World task, not the trial task {task!r}"
+    return f"{algo} runs on dm_control and Meta-World tasks, not the trial task {task!r}"
 
 
 def _bpref_entry(task: str) -> dict[str, Any]:
@@ -203,10 +221,15 @@ def task_defaults(algo: str, task: str) -> dict[str, Any]:
     """
     The hyperparameters a run of ``algo`` on ``task`` starts from.
 
-    :param algo: ``"ppo"``, ``"prefppo"`` or ``"rl2"``
+    :param algo: ``"ppo"``, ``"prefppo"``, ``"pebble"``, ``"sac"``, ``"rl2"`` or ``"ad"``
     :param task: e.g. ``"walker_walk"``, ``"metaworld_sweep-into-v2"``, ``"darkroom"``, ``"ml1-reach"``
-    :return: a new dict (B-Pref flag names for ppo / prefppo, :data:`RL2_KEYS` for rl2)
+    :return: a new dict (B-Pref flag names for ppo / prefppo, B-Pref's ``train_PEBBLE.py`` names for
+        pebble / sac, :data:`RL2_KEYS` for rl2)
     """
+    if algo in ("pebble", "sac"):
+        from sb3_pref.experiments.pebble_runs import pebble_task_defaults
+
+        return pebble_task_defaults(algo, task)
     if algo not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algo!r}: expected one of {', '.join(ALGORITHMS)}")
     if not algorithm_runs_on(algo, task):

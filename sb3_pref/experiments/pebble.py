@@ -88,6 +88,26 @@ def parse_overrides(argv: Sequence[str]) -> dict[str, Any]:
     return {**PEBBLE_DEFAULTS, **task, **given}
 
 
+def sac_kwargs(config: dict[str, Any]) -> dict[str, Any]:
+    """
+    The SB3 ``SAC`` arguments of a B-Pref config: shared by PEBBLE and its baseline, SAC on the true reward.
+
+    :param config: settings from :func:`parse_overrides`
+    """
+    if config["agent.params.actor_lr"] != config["agent.params.critic_lr"]:
+        raise ValueError("SB3's SAC has one learning rate: give agent.params.actor_lr == agent.params.critic_lr")
+    actor = [config["diag_gaussian_actor.params.hidden_dim"]] * config["diag_gaussian_actor.params.hidden_depth"]
+    critic = [config["double_q_critic.params.hidden_dim"]] * config["double_q_critic.params.hidden_depth"]
+    return dict(
+        learning_rate=config["agent.params.actor_lr"], buffer_size=config["num_train_steps"],
+        learning_starts=config["num_seed_steps"], batch_size=config["agent.params.batch_size"],
+        tau=config["agent.params.critic_tau"], gamma=config["agent.params.discount"],
+        gradient_steps=config["gradient_update"], ent_coef=f"auto_{config['agent.params.init_temperature']}",
+        target_update_interval=config["agent.params.critic_target_update_frequency"],
+        policy_kwargs={"net_arch": {"pi": actor, "qf": critic}}, seed=config["seed"], device=config["device"],
+    )  # fmt: skip
+
+
 def make_pebble(config: dict[str, Any], env: VecEnv, **kwargs: Any) -> SAC_REWARD:
     """
     The :class:`~sb3_pref.SAC_REWARD` of a B-Pref PEBBLE run.
@@ -96,8 +116,6 @@ def make_pebble(config: dict[str, Any], env: VecEnv, **kwargs: Any) -> SAC_REWAR
     :param env: the (dm_control or Meta-World) VecEnv
     :param kwargs: more ``SAC_REWARD`` arguments (``verbose``, ``tensorboard_log``, ...)
     """
-    if config["agent.params.actor_lr"] != config["agent.params.critic_lr"]:
-        raise ValueError("SB3's SAC has one learning rate: give agent.params.actor_lr == agent.params.critic_lr")
     reward_model = RewardModel(
         env.observation_space, env.action_space, size_segment=config["segment"], activation=config["activation"],
         lr=config["reward_lr"], mb_size=config["reward_batch"], ensemble_size=config["ensemble_size"],
@@ -106,16 +124,8 @@ def make_pebble(config: dict[str, Any], env: VecEnv, **kwargs: Any) -> SAC_REWAR
         teacher_eps_equal=config["teacher_eps_equal"], hidden_dim=BPREF_HIDDEN_DIM,
         n_layers=BPREF_N_LAYERS,
     )  # fmt: skip
-    actor = [config["diag_gaussian_actor.params.hidden_dim"]] * config["diag_gaussian_actor.params.hidden_depth"]
-    critic = [config["double_q_critic.params.hidden_dim"]] * config["double_q_critic.params.hidden_depth"]
     return SAC_REWARD(
-        "MlpPolicy", env, reward_model=reward_model, learning_rate=config["agent.params.actor_lr"],
-        buffer_size=config["num_train_steps"], learning_starts=config["num_seed_steps"],
-        batch_size=config["agent.params.batch_size"], tau=config["agent.params.critic_tau"],
-        gamma=config["agent.params.discount"], gradient_steps=config["gradient_update"],
-        ent_coef=f"auto_{config['agent.params.init_temperature']}",
-        target_update_interval=config["agent.params.critic_target_update_frequency"],
-        policy_kwargs={"net_arch": {"pi": actor, "qf": critic}}, seed=config["seed"], device=config["device"],
+        "MlpPolicy", env, reward_model=reward_model, **sac_kwargs(config),
         num_interaction=config["num_interact"], feed_type=config["feed_type"], re_update=config["reward_update"],
         max_feed=config["max_feedback"], unsuper_step=config["num_unsup_steps"], entropy_k=config["topK"],
         reset_update=config["reset_update"], metaworld_flag=config["env"].startswith("metaworld"),
@@ -123,4 +133,4 @@ def make_pebble(config: dict[str, Any], env: VecEnv, **kwargs: Any) -> SAC_REWAR
     )  # fmt: skip
 
 
-__all__ = ["PEBBLE_DEFAULTS", "PEBBLE_TASKS", "make_pebble", "parse_overrides"]
+__all__ = ["PEBBLE_DEFAULTS", "PEBBLE_TASKS", "make_pebble", "parse_overrides", "sac_kwargs"]

@@ -2,8 +2,9 @@
 ``python -m sb3_pref.experiments report RUN_DIR``: PNG figures and a Markdown summary of a grid.
 
 - ``curves_<task>_<budget>.png``: true return (success rate on Meta-World) against env steps, one
-  line per teacher plus PPO on the true reward, mean over seeds and 95% bootstrap interval;
-- final performance normalised by PPO on the true reward (B-Pref's metric), per task (mean and
+  line per teacher (PrefPPO; ``PEBBLE (<teacher>)``) plus PPO and SAC on the true reward, mean over
+  seeds and 95% bootstrap interval;
+- final performance normalised by PPO (SAC for PEBBLE) on the true reward (B-Pref's metric), per task (mean and
   interval over seeds) and over tasks (IQM and mean with stratified-bootstrap intervals, as rliable);
 - ``reward_quality_<task>_<budget>.png``: the reward model's agreement with an oracle on fresh
   pairs and the correlation of its predictions with the true reward, against the feedback asked;
@@ -19,8 +20,10 @@ from typing import Any, Optional
 
 import numpy as np
 
+from sb3_pref.experiments.config import PREFERENCE_ALGORITHMS
 from sb3_pref.experiments.records import read_json
 from sb3_pref.experiments.results import (
+    BASELINE_VARIANTS,
     QUALITY_KEYS,
     RETURN_KEY,
     RunResult,
@@ -71,12 +74,12 @@ def _band(axes: Any, x: np.ndarray, matrix: np.ndarray, label: str, seed: int) -
 
 
 def _panels(runs: list[RunResult]) -> dict[tuple[str, str], dict[str, list[RunResult]]]:
-    """(task, budget) -> line name -> seeds; the PPO baseline joins every budget of its task."""
+    """(task, budget) -> line name -> seeds; the PPO and SAC baselines join every budget of their task."""
     panels: dict[tuple[str, str], dict[str, list[RunResult]]] = {}
     groups = group_runs(runs)
-    budgets = {(task, budget) for (task, budget, algo, _) in groups if algo == "prefppo"}
+    budgets = {(task, budget) for (task, budget, algo, _) in groups if algo in PREFERENCE_ALGORITHMS}
     for (task, budget, algo, variant), group in groups.items():
-        targets = [key for key in budgets if key[0] == task] if algo == "ppo" and budgets else [(task, budget)]
+        targets = [key for key in budgets if key[0] == task] if algo in ("ppo", "sac") and budgets else [(task, budget)]
         for target in targets:
             panels.setdefault(target, {})[variant] = group
     return panels
@@ -88,7 +91,7 @@ def plot_learning_curves(runs: list[RunResult], out_dir: str, metaworld_metric: 
     for (task, budget), lines in sorted(_panels(runs).items()):
         key = RETURN_KEY if lines and next(iter(lines.values()))[0].spec.algo == "rl2" else score_key(task, metaworld_metric)
         figure, (axes,) = _figure()
-        for name in sorted(lines, key=lambda n: (not n.startswith("PPO"), n)):
+        for name in sorted(lines, key=lambda n: (n not in BASELINE_VARIANTS, n)):
             steps, matrix = learning_curves(lines[name], key)
             if steps.size:
                 _band(axes, steps, matrix, name, seed)
@@ -104,15 +107,15 @@ def plot_learning_curves(runs: list[RunResult], out_dir: str, metaworld_metric: 
 
 
 def plot_reward_quality(runs: list[RunResult], out_dir: str, seed: int = 0) -> list[str]:
-    """One PNG per task and budget of PrefPPO runs (two panels); :return: the file names"""
+    """One PNG per task and budget of PrefPPO / PEBBLE runs (two panels); :return: the file names"""
     written = []
     for (task, budget, algo, _), _group in sorted(group_runs(runs).items()):
-        if algo != "prefppo" or f"reward_quality_{_slug(task)}_{_slug(budget)}.png" in written:
+        if algo not in PREFERENCE_ALGORITHMS or f"reward_quality_{_slug(task)}_{_slug(budget)}.png" in written:
             continue
         figure, panels = _figure(len(QUALITY_KEYS))
         for axes, key in zip(panels, QUALITY_KEYS):
             for (other_task, other_budget, other_algo, variant), group in sorted(group_runs(runs).items()):
-                if (other_task, other_budget, other_algo) == (task, budget, "prefppo"):
+                if (other_task, other_budget) == (task, budget) and other_algo in PREFERENCE_ALGORITHMS:
                     feedback, matrix = feedback_curves(group, key)
                     if feedback.size:
                         _band(axes, feedback, matrix, variant, seed)
@@ -182,7 +185,7 @@ def _adaptation_markdown(curves: dict[str, dict[str, tuple[np.ndarray, np.ndarra
 def _quality_markdown(runs: list[RunResult]) -> list[str]:
     lines = ["| task | budget | teacher | " + " | ".join(_LABELS[k] for k in QUALITY_KEYS) + " |", "|---|---|---|---|---|"]
     for (task, budget, algo, variant), group in sorted(group_runs(runs).items()):
-        if algo == "prefppo":
+        if algo in PREFERENCE_ALGORITHMS:
             cells = []
             for key in QUALITY_KEYS:
                 finals = np.array([final_score(run.columns, key) for run in group])

@@ -111,13 +111,14 @@ def markdown_report(
 def _score_section(score_lines: list[str], raw_lines: list[str], skipped: dict[str, str]) -> list[str]:
     lines = [
         "",
-        "## Final performance normalised by PPO on the true reward",
+        "## Final performance normalised by PPO (SAC for PEBBLE) on the true reward",
         "",
-        "B-Pref's metric: each run's final score divided by the mean final score of PPO trained on the true"
-        " reward on the same task (1.0 = as good as PPO with the true reward).",
+        "B-Pref's metric: each run's final score divided by the mean final score of its baseline trained on the"
+        " true reward on the same task, PPO for PrefPPO and SAC for PEBBLE (1.0 = as good as the baseline with"
+        " the true reward; PEBBLE falls back to PPO in a grid without SAC runs).",
         "",
     ]
-    lines += score_lines if len(score_lines) > 2 else ["No task has a PPO baseline with a positive score."]
+    lines += score_lines if len(score_lines) > 2 else ["No task has a baseline (PPO or SAC) with a positive score."]
     if skipped:
         lines += ["", *[f"- {task} left out: {reason}." for task, reason in sorted(skipped.items())]]
     lines += ["", "## Final performance (raw scores)", "", "Across tasks only when the tasks share a metric.", ""]

@@ -21,6 +21,10 @@ RETURN_KEY, SUCCESS_KEY = "rollout/ep_rew_mean", "rollout/success_rate"
 FEED_KEY = "reward/total_feed"
 QUALITY_KEYS = ("reward/true_pref_accuracy", "reward/pred_true_corr")
 BASELINE = "ppo"
+#: each algorithm's baseline on the true reward (B-Pref normalises PrefPPO by PPO and PEBBLE by SAC)
+BASELINES = {"ppo": "ppo", "prefppo": "ppo", "sac": "sac", "pebble": "sac"}
+#: the line names of the baselines
+BASELINE_VARIANTS = ("PPO (true reward)", "SAC (true reward)")
 
 
 @dataclass
@@ -35,10 +39,12 @@ class RunResult:
 
     @property
     def variant(self) -> str:
-        """What a curve's line is named: the teacher for PrefPPO, the algorithm otherwise."""
+        """What a curve's line is named: the teacher for PrefPPO, ``PEBBLE (<teacher>)``, the algorithm otherwise."""
         if self.spec.algo == "prefppo":
             return cast(str, self.spec.teacher)  # a prefppo spec always names its teacher
-        return {"ppo": "PPO (true reward)", "rl2": "RL2", "ad": "AD"}[self.spec.algo]
+        if self.spec.algo == "pebble":
+            return f"PEBBLE ({self.spec.teacher})"
+        return {"ppo": BASELINE_VARIANTS[0], "sac": BASELINE_VARIANTS[1], "rl2": "RL2", "ad": "AD"}[self.spec.algo]
 
     @property
     def budget(self) -> str:
@@ -161,32 +167,39 @@ def score_table(
     """
     Final score of every setting per task (mean and 95% bootstrap interval over seeds) and over all
     tasks (IQM and mean with stratified-bootstrap intervals). With ``normalised``, each score is
-    divided by the mean final score of PPO on the true reward on the same task (B-Pref's metric).
+    divided by the mean final score of its baseline on the true reward on the same task (B-Pref's
+    metric): PPO for ppo / prefppo, SAC for sac / pebble (PPO when the grid has no SAC runs).
 
-    :return: the rows (PPO first) and, per task, why it was left out (no PPO runs, PPO score <= 0)
+    :return: the rows (baselines first) and, per task, why it was left out (no baseline runs, baseline score <= 0)
     """
-    baselines: dict[str, float] = {}
+    baselines: dict[tuple[str, str], float] = {}  # (baseline algo, task) -> mean final score
     skipped: dict[str, str] = {}
     raw: dict[tuple[str, str], dict[str, np.ndarray]] = defaultdict(dict)
+    algo_of: dict[tuple[str, str], str] = {}
     for (task, budget, algo, variant), group in group_runs(runs).items():
         if algo in ("rl2", "ad"):
             continue
         key = score_key(task, metaworld_metric)
         raw[(variant, budget)][task] = np.array([final_score(run.columns, key, fraction) for run in group])
-        if algo == BASELINE:
-            baselines[task] = _nanmean(raw[(variant, budget)][task])
+        algo_of[(variant, budget)] = algo
+        if BASELINES.get(algo) == algo:
+            baselines[(algo, task)] = _nanmean(raw[(variant, budget)][task])
     rows = []
-    for (variant, budget), per_task in sorted(raw.items(), key=lambda item: (item[0][0] != "PPO (true reward)", item[0])):
+    for (variant, budget), per_task in sorted(raw.items(), key=lambda item: (item[0][0] not in BASELINE_VARIANTS, item[0])):
         scores = {}
         for task, values in per_task.items():
+            base = BASELINES[algo_of[(variant, budget)]]
+            if (base, task) not in baselines and (BASELINE, task) in baselines:
+                base = BASELINE
+            name = base.upper()
             if not normalised:
                 scores[task] = values
-            elif task not in baselines:
-                skipped[task] = "no PPO runs on the true reward to normalise by"
-            elif not baselines[task] > 0:
-                skipped[task] = f"PPO's final score is {baselines[task]:.3g}: nothing to normalise by"
+            elif (base, task) not in baselines:
+                skipped[task] = f"no {name} runs on the true reward to normalise by"
+            elif not baselines[(base, task)] > 0:
+                skipped[task] = f"{name}'s final score is {baselines[(base, task)]:.3g}: nothing to normalise by"
             else:
-                scores[task] = normalise(values, baselines[task])
+                scores[task] = normalise(values, baselines[(base, task)])
         if not scores:
             continue
         row = ScoreRow(

@@ -18,6 +18,7 @@ from typing import Any, Optional, cast
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.logger import CSVOutputFormat, HumanOutputFormat, KVWriter, Logger, TensorBoardOutputFormat
+from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.common.callbacks import AtomicCheckpointCallback, Checkpoint
@@ -65,6 +66,19 @@ class RunCallback(AtomicCheckpointCallback):
         if time.monotonic() - self._last_beat > self.heartbeat_seconds:
             self._beat()
         return True
+
+    def save_checkpoint(self) -> str:
+        """The library's checkpoint; an off-policy model's replay buffer is written first, beside it."""
+        from sb3_pref.experiments.pebble_runs import replay_buffer_path, save_replay_buffer_beside
+
+        save_replay_buffer_beside(self.model, os.path.join(self.save_path, f"{self.name_prefix}_{self.num_timesteps}"))
+        path = super().save_checkpoint()
+        kept = {replay_buffer_path(checkpoint.model) for checkpoint in list_checkpoints(self.run_dir)}
+        for name in os.listdir(self.save_path):
+            full = os.path.join(self.save_path, name)
+            if name.endswith("_replay_buffer.pkl") and full not in kept:
+                os.remove(full)  # its checkpoint was pruned
+        return path
 
     def _beat(self) -> None:
         write_heartbeat(self.run_dir, self.num_timesteps, self.total)
@@ -119,6 +133,10 @@ def _kind(spec: RunSpec) -> tuple[Any, Any]:
         from sb3_pref.experiments.ad_runs import build_ad, finish_ad
 
         return build_ad, finish_ad
+    if spec.algo in ("pebble", "sac"):
+        from sb3_pref.experiments.pebble_runs import build_pebble, finish_pebble
+
+        return build_pebble, finish_pebble
     return _build_bpref, _finish_bpref
 
 
@@ -198,8 +216,10 @@ def _execute_locked(record: RunRecord, backend: str, stdout_log: bool) -> dict[s
         model.set_logger(make_logger(run_dir, attempt, stdout_log))
         callback = RunCallback(run_dir, spec.checkpoint_every, spec.total_timesteps)
         remaining = spec.total_timesteps - model.num_timesteps
+        # Off-policy learners log every log_interval episodes (SB3's default 4): every episode makes a curve.
+        learn_kwargs: dict[str, Any] = {"log_interval": 1} if isinstance(model, OffPolicyAlgorithm) else {}
         if remaining > 0:
-            model.learn(remaining, callback=callback, reset_num_timesteps=checkpoint is None)
+            model.learn(remaining, callback=callback, reset_num_timesteps=checkpoint is None, **learn_kwargs)
         _, finish = _kind(spec)
         summary = finish(model, spec, run_dir)
         cast(VecEnv, model.get_env()).close()  # every run's model is built with its env

@@ -1,0 +1,182 @@
+"""
+``pebble`` and ``sac`` runs of a grid: PEBBLE (:class:`~sb3_pref.SAC_REWARD`) with B-Pref's per-task
+settings (:data:`~sb3_pref.experiments.pebble.PEBBLE_TASKS`), and SB3's SAC on the true reward with the
+same SAC settings, its baseline. Settings are B-Pref's ``train_PEBBLE.py`` names
+(``agent.params.actor_lr``, ``num_interact``, ...) with ``total_timesteps`` for its ``num_train_steps``;
+the budget (``max_feedback``, ``reward_batch``) and the teacher come from the grid's axes.
+
+An off-policy run resumes from its replay buffer as well as its model: every checkpoint has the
+buffer beside it (``ckpt_<step>_replay_buffer.pkl``), written before the model, so that a
+checkpoint whose model exists has its buffer too.
+"""
+
+import os
+from typing import Any, Optional, cast
+
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+from stable_baselines3.common.vec_env import VecEnv
+
+from sb3_pref.common.callbacks import Checkpoint
+from sb3_pref.experiments.config import _RESERVED, Budget, RunSpec
+from sb3_pref.experiments.defaults import metaworld_task, task_family
+from sb3_pref.experiments.pebble import PEBBLE_DEFAULTS, PEBBLE_TASKS, _convert
+
+#: the settings a ``pebble`` run takes: B-Pref's, less those the grid's axes or the runner set (config's _RESERVED)
+PEBBLE_KEYS = tuple(["total_timesteps", *(k for k in PEBBLE_DEFAULTS if k not in _RESERVED)])
+# The preference part of PEBBLE: SAC on the true reward has none of it (B-Pref's train_SAC.py has no pretraining).
+_PREFERENCE_KEYS = (
+    "segment", "activation", "num_unsup_steps", "num_interact", "reward_lr", "reward_update", "feed_type",
+    "reset_update", "topK", "ensemble_size",
+)  # fmt: skip
+#: the settings a ``sac`` run takes
+SAC_KEYS = tuple(k for k in PEBBLE_KEYS if k not in _PREFERENCE_KEYS)
+_POSITIVE = ("total_timesteps", "num_interact", "reward_update", "topK", "ensemble_size", "segment",
+             "agent.params.batch_size", "gradient_update", "agent.params.critic_target_update_frequency",
+             "diag_gaussian_actor.params.hidden_dim", "diag_gaussian_actor.params.hidden_depth",
+             "double_q_critic.params.hidden_dim", "double_q_critic.params.hidden_depth")  # fmt: skip
+_TEACHER_KEYS = {"beta": "teacher_beta", "gamma": "teacher_gamma", "eps_mistake": "teacher_eps_mistake",
+                 "eps_skip": "teacher_eps_skip", "eps_equal": "teacher_eps_equal"}  # fmt: skip
+
+
+def pebble_task_name(task: str) -> Optional[str]:
+    """The :data:`PEBBLE_TASKS` entry of a grid task (``metaworld_door-open-v3`` -> ``metaworld_door-open-v2``), or None."""
+    if task in PEBBLE_TASKS:
+        return task
+    if task_family(task) == "metaworld":
+        for name in PEBBLE_TASKS:
+            if name.startswith("metaworld_") and metaworld_task(name) == metaworld_task(task):
+                return name
+    return None
+
+
+def pebble_task_defaults(algo: str, task: str) -> dict[str, Any]:
+    """
+    B-Pref's settings of a ``pebble`` or ``sac`` run on ``task``.
+
+    :raises ValueError: for a task B-Pref has no PEBBLE settings for
+    """
+    name = pebble_task_name(task)
+    if name is None:
+        raise ValueError(
+            f"{algo} has B-Pref's PEBBLE settings for {', '.join(PEBBLE_TASKS)} only, not {task!r}: "
+            "choose one of those tasks, or run prefppo / ppo on it"
+        )
+    entry = {key: value for key, value in PEBBLE_TASKS[name].items() if key != "budgets"}
+    settings = {**PEBBLE_DEFAULTS, **entry}
+    settings["total_timesteps"] = settings.pop("num_train_steps")
+    keys = PEBBLE_KEYS if algo == "pebble" else SAC_KEYS
+    return {key: value for key, value in settings.items() if key in keys}
+
+
+def pebble_budgets(task: str) -> list[str]:
+    """B-Pref's PEBBLE budgets of ``task`` as ``"max_feedback x reward_batch"`` strings."""
+    name = pebble_task_name(task)
+    return [f"{feed}x{batch}" for feed, batch in PEBBLE_TASKS[name]["budgets"]] if name else []
+
+
+def check_pebble_settings(algo: str, task: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """
+    :param algo: ``"pebble"`` or ``"sac"``
+    :param task: the grid task
+    :param settings: the run's settings (PEBBLE names, ``total_timesteps``)
+    :return: the settings with numbers as numbers
+    :raises ValueError: naming the setting
+    """
+    checked = {}
+    for key, value in settings.items():
+        source = "num_train_steps" if key == "total_timesteps" else key
+        checked[key] = _convert(source, str(value)) if isinstance(value, str) else value
+        if key in _POSITIVE and not (isinstance(checked[key], (int, float)) and checked[key] >= 1):
+            raise ValueError(f"{key} must be >= 1, got {value!r}")
+    for key in ("agent.params.actor_lr", "agent.params.critic_lr", "agent.params.alpha_lr"):
+        if key in checked and not float(checked[key]) > 0:
+            raise ValueError(f"{key} must be > 0, got {checked[key]!r}")
+    if checked.get("agent.params.actor_lr") != checked.get("agent.params.critic_lr"):
+        raise ValueError(
+            "SB3's SAC has one learning rate for actor and critic: give agent.params.actor_lr == agent.params.critic_lr "
+            f"(got {checked.get('agent.params.actor_lr')} and {checked.get('agent.params.critic_lr')})"
+        )
+    if algo == "pebble" and checked["feed_type"] not in range(6):
+        raise ValueError(f"feed_type must be 0-5 (B-Pref's query methods), got {checked['feed_type']!r}")
+    return checked
+
+
+def pebble_config(spec: RunSpec) -> dict[str, Any]:
+    """The :func:`~sb3_pref.experiments.pebble.make_pebble` config of a grid run (flat B-Pref names)."""
+    config = dict(PEBBLE_DEFAULTS, **spec.hyperparameters, env=spec.task, seed=spec.seed, device="cpu")
+    config["num_train_steps"] = config.pop("total_timesteps")
+    if spec.algo == "pebble":
+        budget = cast(Budget, spec.budget)
+        config.update(max_feedback=budget.max_feed, reward_batch=budget.re_batch)
+        config.update({_TEACHER_KEYS[key]: value for key, value in cast(dict, spec.teacher_params).items()})
+    return config
+
+
+def make_sac(config: dict[str, Any], env: VecEnv, **kwargs: Any) -> BaseAlgorithm:
+    """SB3's SAC with a PEBBLE config's SAC settings (the baseline on the true reward)."""
+    from stable_baselines3 import SAC
+
+    from sb3_pref.experiments.pebble import sac_kwargs
+
+    return SAC("MlpPolicy", env, **sac_kwargs(config), **kwargs)
+
+
+def replay_buffer_path(checkpoint_model: str) -> str:
+    """Where a checkpoint's replay buffer is: ``ckpt_<step>.zip`` -> ``ckpt_<step>_replay_buffer.pkl``."""
+    return checkpoint_model[: -len(".zip")] + "_replay_buffer.pkl"
+
+
+def build_pebble(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Checkpoint]) -> BaseAlgorithm:
+    """A new ``pebble`` / ``sac`` model for the run, or the one in ``checkpoint`` with its replay buffer."""
+    from stable_baselines3 import SAC
+
+    from sb3_pref.envs import make_benchmark_vec_env
+    from sb3_pref.experiments.pebble import make_pebble
+    from sb3_pref.sac_reward import SAC_REWARD
+
+    env = make_benchmark_vec_env(spec.task, n_envs=1, seed=spec.seed, monitor_dir=monitor_dir)
+    if checkpoint is None:
+        config = pebble_config(spec)
+        return make_pebble(config, env, verbose=0) if spec.algo == "pebble" else make_sac(config, env, verbose=0)
+    buffer = replay_buffer_path(checkpoint.model)
+    if not os.path.exists(buffer):
+        raise FileNotFoundError(f"{checkpoint.model} has no replay buffer beside it ({buffer})")
+    model = (SAC_REWARD if spec.algo == "pebble" else SAC).load(checkpoint.model, env=env, device="cpu")
+    model.load_replay_buffer(buffer)
+    return model
+
+
+def save_replay_buffer_beside(model: BaseAlgorithm, checkpoint_base: str) -> None:
+    """Write an off-policy model's replay buffer for the checkpoint ``<checkpoint_base>.zip``, atomically."""
+    if not isinstance(model, OffPolicyAlgorithm):
+        return
+    path = checkpoint_base + "_replay_buffer.pkl"
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path + ".tmp", "wb") as handle:
+        model.save_replay_buffer(handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(path + ".tmp", path)
+
+
+def finish_pebble(model: BaseAlgorithm, spec: RunSpec, run_dir: str) -> dict[str, Any]:
+    """Save ``model.zip`` (and PEBBLE's reward model and preferences), as a prefppo run does."""
+    from sb3_pref.experiments.bpref import save_outputs
+
+    save_outputs(model, run_dir)
+    learner = getattr(model, "pref_learner", None)
+    return {"labels": int(learner.counters()["total_feed"])} if learner is not None else {}
+
+
+__all__ = [
+    "PEBBLE_KEYS",
+    "SAC_KEYS",
+    "build_pebble",
+    "check_pebble_settings",
+    "finish_pebble",
+    "pebble_budgets",
+    "pebble_config",
+    "pebble_task_defaults",
+    "pebble_task_name",
+]
