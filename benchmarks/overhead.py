@@ -38,6 +38,7 @@ import sb3_pref
 from sb3_pref import PPO_REWARD, PreferenceLearner, RewardModel
 from sb3_pref.common import sb3_glue
 from sb3_pref.common.entropy import StateEntropyReward
+from sb3_pref.common.reward_model import BPREF_N_LAYERS
 from sb3_pref.common.rollout import PHASE_PRETRAIN, RolloutRecorder
 from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 from sb3_pref.envs import make_vec_dmcontrol_env
@@ -184,6 +185,8 @@ def build(algo: str, args: argparse.Namespace) -> OnPolicyAlgorithm:
             size_segment=args.segment,
             mb_size=args.re_batch,
             hidden_dim=args.re_hidden_dim,
+            n_layers=BPREF_N_LAYERS,  # B-Pref's depth and learning rate: this branch measures its setup
+            lr=3e-4,
             train_dtype=args.re_train_dtype,
             device="cpu",
         )

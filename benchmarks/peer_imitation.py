@@ -189,10 +189,11 @@ def table() -> None:
     ]
     for r in sorted(records, key=lambda r: (r["env"], r["library"], r["seed"])):
         lines.append(
-            f"| {r['env']} | {r['library']} (SB3 {r['sb3']}) | {r['seed']} | {r['steps']} | {r['comparisons']} | "
+            f"| {r['env']} | {r['library']} (SB3 {r['sb3']}) | {r['seed']} | {r['steps']} | "
+            f"{'- (true reward)' if r['library'] == 'ppo' else r['comparisons']} | "
             f"{r['cpu']:.1f} | {r['wall']:.1f} | {r['load_before']:.1f} | {r['return']:.1f} |"
         )
-    lines += ["", "Medians over seeds (CPU ratio = PPO_REWARD / imitation):", ""]
+    lines += ["", "Medians over seeds (CPU ratio = PPO_REWARD / imitation; `ppo` is SB3's PPO on the true reward):", ""]
     for env in sorted({r["env"] for r in records}):
         by = {lib: [r for r in records if r["env"] == env and r["library"] == lib] for lib in ("sb3_pref", "imitation")}
         if not all(by.values()):
@@ -207,6 +208,13 @@ def table() -> None:
             f"imitation CPU {med['imitation'][0]:.1f} s, return {med['imitation'][1]:.1f} ({len(by['imitation'])} seeds); "
             f"CPU ratio {med['sb3_pref'][0] / med['imitation'][0]:.2f}"
         )
+        ppo = [r for r in records if r["env"] == env and r["library"] == "ppo"]
+        if ppo:
+            ppo_cpu = statistics.median(r["cpu"] for r in ppo)
+            lines[-1] += (
+                f"; ppo CPU {ppo_cpu:.1f} s, return {statistics.median(r['return'] for r in ppo):.1f} "
+                f"({len(ppo)} seeds): PPO alone is {ppo_cpu / med['imitation'][0]:.2f} of imitation's CPU"
+            )
     report = "\n".join(lines) + "\n"
     print(report)
     with open(os.path.join(HERE, "peer_imitation.md"), "w") as file:
