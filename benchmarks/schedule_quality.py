@@ -28,7 +28,7 @@ from stable_baselines3 import PPO
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from test_ppo_reward import SMALL_NET, pendulum, reward_model_for  # noqa: E402  (the test's own settings)
+from test_ppo_reward import PENDULUM_TRACKING_KWARGS, SMALL_NET, pendulum, reward_model_for  # noqa: E402  (the test's own settings)
 
 from sb3_pref import PPO_REWARD  # noqa: E402
 from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS  # noqa: E402
@@ -51,19 +51,9 @@ def run(variant: str, seed: int) -> dict[str, Any]:
         env,
         # "auto": the default network, lr and schedule; "bpref": B-Pref's network, lr and schedule.
         reward_model=reward_model_for(env, size_segment=25, mb_size=64, **(BPREF_NET if variant == "bpref" else {})),
-        teacher="oracle",
-        n_steps=256,
-        batch_size=256,
-        n_epochs=2,
-        num_interaction=2048,
-        max_feed=384,
-        unsuper_step=2048,
-        unsuper_n_epochs=2,
-        re_update=50,
-        feed_type="disagreement",
-        policy_kwargs=SMALL_NET,
         seed=seed,
         reward_schedule=variant,
+        **PENDULUM_TRACKING_KWARGS,
     )
     learner = model.pref_learner
     rounds: list[dict[str, float]] = []

@@ -194,24 +194,30 @@ def test_pretraining_rewards_are_state_entropy():
     assert (last > 0).all()
 
 
+# The learned-reward test's PPO_REWARD settings; benchmarks/schedule_quality.py measures on exactly these.
+PENDULUM_TRACKING_KWARGS = dict(
+    teacher="oracle",
+    n_steps=256,
+    batch_size=256,
+    n_epochs=2,
+    num_interaction=2048,
+    max_feed=384,
+    unsuper_step=2048,
+    unsuper_n_epochs=2,
+    re_update=50,
+    feed_type="disagreement",
+    policy_kwargs=SMALL_NET,
+)
+
+
 def test_learned_reward_tracks_true_reward_on_pendulum():
     env = pendulum(n_envs=4)
     model = PPO_REWARD(
         "MlpPolicy",
         env,
         reward_model=reward_model_for(env, size_segment=25, mb_size=64),  # the default network and schedule
-        teacher="oracle",
-        n_steps=256,
-        batch_size=256,
-        n_epochs=2,
-        num_interaction=2048,
-        max_feed=384,
-        unsuper_step=2048,
-        unsuper_n_epochs=2,
-        re_update=50,
-        feed_type="disagreement",
-        policy_kwargs=SMALL_NET,
         seed=0,
+        **PENDULUM_TRACKING_KWARGS,
     )
     model.learn(10_240)
     assert model.pref_learner.total_feed == 320
