@@ -36,7 +36,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 import sb3_pref
 from sb3_pref import PPO_REWARD, PreferenceLearner, RewardModel
-from sb3_pref.common import sb3_glue
+from sb3_pref.common import phases
 from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.reward_model import BPREF_N_LAYERS
 from sb3_pref.common.rollout import PHASE_PRETRAIN, RolloutRecorder
@@ -137,8 +137,8 @@ def instrument_library() -> None:
     TIMER.patch(PreferenceLearner, "oracle_agreement", "agreement")
     TIMER.patch(PreferenceLearner, "predict_rewards", "predict")
     TIMER.patch(RewardModel, "train", "reward_train")
-    # Looked up in sb3_glue's namespace at call time, so patching the module attribute is enough.
-    TIMER.patch(sb3_glue, "relabel_rollout", "relabel")
+    # Looked up in the phases module's namespace at call time, so patching the module attribute is enough.
+    TIMER.patch(phases, "relabel_rollout", "relabel")
 
 
 def build(algo: str, args: argparse.Namespace) -> OnPolicyAlgorithm:

@@ -1,13 +1,14 @@
 """
-Plugs the preference core into any SB3 on-policy algorithm without rewriting its rollout loop.
+Plugs the preference core into any SB3 on-policy algorithm without rewriting its rollout loop: the
+constructor arguments, their checks and the set-up of the reward model, teacher and learner.
 
 A transition's path: ``collect_rollouts`` steps the env and calls the callbacks; the
 :class:`RolloutRecorder` (always the first callback) copies the raw observation, the executed
 action, the true reward and the done flag. When the rollout is complete, and before any other
-callback sees it, :meth:`PreferenceRewardMixin._finish_rollout` hands the transitions to the
-:class:`~sb3_pref.common.learner.PreferenceLearner`, runs a query round when one is due, predicts
-the whole rollout's rewards in one batched pass and writes them into the rollout buffer with
-:func:`relabel_rollout`, which keeps SB3's time-limit bootstrap and recomputes the advantages.
+callback sees it, :meth:`~sb3_pref.common.phases.PreferencePhasesMixin._finish_rollout` hands the
+transitions to the :class:`~sb3_pref.common.learner.PreferenceLearner`, runs a query round when one
+is due, predicts the whole rollout's rewards in one batched pass and writes them into the rollout
+buffer with :func:`relabel_rollout`, which keeps SB3's time-limit bootstrap and recomputes the advantages.
 """
 
 import inspect
@@ -15,13 +16,11 @@ from typing import Any, Optional, Union, cast
 
 import numpy as np
 from gymnasium import spaces
-from stable_baselines3.common.callbacks import BaseCallback, CallbackList, ConvertCallback
-from stable_baselines3.common.type_aliases import MaybeCallback
-from torch import nn
 
 from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner, make_teacher
 from sb3_pref.common.persistence import PreferencePersistenceMixin
+from sb3_pref.common.phases import PreferencePhasesMixin
 from sb3_pref.common.preprocessing import FeatureEncoder
 from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.reward_training import check_schedule
@@ -41,7 +40,7 @@ from sb3_pref.common.validation import (
 )
 
 
-class PreferenceRewardMixin(PreferencePersistenceMixin, RLHFMixin):
+class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, RLHFMixin):
     """
     Preference-based reward learning for an SB3 on-policy algorithm (``class X(PreferenceRewardMixin, PPO)``).
 
@@ -325,155 +324,6 @@ class PreferenceRewardMixin(PreferencePersistenceMixin, RLHFMixin):
     def _segment_ends(self, dones: np.ndarray, infos: list[dict[str, Any]]) -> np.ndarray:
         """Where segments must not cross: episode ends (an algorithm playing several episodes as one may add its own)."""
         return dones
-
-    def learn(
-        self,
-        total_timesteps: int,
-        callback: MaybeCallback = None,
-        log_interval: int = 1,
-        tb_log_name: Optional[str] = None,
-        reset_num_timesteps: bool = True,
-        progress_bar: bool = False,
-        unsuper_flag: Optional[int] = None,
-    ):
-        """
-        SB3's ``learn`` plus B-Pref's ``unsuper_flag`` (see the class docstring; None keeps the constructor's).
-        """
-        if unsuper_flag is not None:
-            if unsuper_flag not in (0, 1, 2):
-                raise ValueError(f"unsuper_flag must be 0 (no pretraining), 1 or 2, got {unsuper_flag!r}")
-            self.unsuper_flag = unsuper_flag
-            self._ensure_encoder()
-        return super().learn(
-            total_timesteps=total_timesteps,
-            callback=callback,
-            log_interval=log_interval,
-            tb_log_name=tb_log_name or type(self).__name__,
-            reset_num_timesteps=reset_num_timesteps,
-            progress_bar=progress_bar,
-        )
-
-    def _init_callback(self, callback: MaybeCallback, progress_bar: bool = False) -> BaseCallback:
-        if isinstance(callback, list):
-            callback = CallbackList(callback)
-        if callback is not None and not isinstance(callback, BaseCallback):
-            callback = ConvertCallback(callback)
-        # The recorder goes first so that user callbacks see the relabelled rollout.
-        recorder = [RolloutRecorder()] if self._pref_encoder is not None else []
-        callbacks = recorder + ([callback] if callback is not None else [])
-        return super()._init_callback(CallbackList(callbacks), progress_bar)
-
-    # ------------------------------------------------------------------ phases
-    def _pretraining(self) -> bool:
-        return self.unsuper_flag in (1, 2) and not self._pretrain_done and self._unsuper_steps_done < self.unsuper_step
-
-    def _begin_rollout(self) -> None:
-        if self._pretraining():
-            self._rollout_phase = PHASE_PRETRAIN
-            return
-        if self.unsuper_flag in (1, 2) and not self._pretrain_done:
-            self._end_pretraining()
-        use_preferences = self.pref_learner is not None and self.unsuper_flag != 2
-        self._rollout_phase = PHASE_PREFERENCE if use_preferences else PHASE_TRUE_REWARD
-
-    def _end_pretraining(self) -> None:
-        self._pretrain_done = True
-        self.entropy_reward = None
-        if self.unsuper_flag == 1 and self.pref_learner is not None and len(self.pref_learner.store) > 0:
-            self._log_round(self.pref_learner.query_round("uniform"))
-        self._num_interactions = 0
-        self._reset_value_head()
-
-    def _segment_info_keys(self) -> tuple[str, ...]:
-        """``info`` keys recorded with every transition: what the teacher needs to show a segment."""
-        teacher = self.pref_learner.teacher if self.pref_learner is not None else None
-        return tuple(getattr(teacher, "required_info_keys", ()))
-
-    def _reset_value_head(self) -> None:
-        """Re-initialise the value head (as SB3 initialises it) when the reward it predicted changes."""
-        value_net: nn.Linear = self.policy.value_net
-        for parameter in value_net.parameters():
-            self.policy.optimizer.state.pop(parameter, None)
-        if self.zero_value_head:  # the RLHF document's N(0, 0) value head
-            nn.init.zeros_(value_net.weight)
-        else:
-            nn.init.orthogonal_(value_net.weight, gain=1.0)
-        nn.init.zeros_(value_net.bias)
-
-    def _finish_rollout(
-        self,
-        obs: np.ndarray,
-        actions: np.ndarray,
-        true: np.ndarray,
-        seen: np.ndarray,
-        dones: np.ndarray,
-        next: Optional[np.ndarray] = None,
-        extras: Optional[dict[str, np.ndarray]] = None,
-    ) -> None:
-        n_transitions = true.size
-        self._rlhf_stash(obs)
-        learner = self.pref_learner
-        if learner is not None:
-            learner.add_transitions(obs, actions, true, dones, extras=extras)
-        if self._rollout_phase == PHASE_PRETRAIN:
-            self._unsuper_steps_done += n_transitions
-            self._pretrain_rollout(obs, next, seen)  # type: ignore[arg-type]  # on-policy rollouts pass next=None
-        elif self._rollout_phase == PHASE_PREFERENCE:
-            learner = cast(PreferenceLearner, learner)  # the preference phase exists only with a reward model
-            self._num_interactions += n_transitions
-            due = learner.n_rounds == 0 or self._num_interactions >= self.num_interaction
-            # Past the budget a round can still bring a teacher's late labels (query_round returns {} otherwise).
-            if due:
-                self._log_round(learner.query_round())
-                self._num_interactions = 0
-            predicted = learner.predict_rewards(obs, actions)
-            self._write_rewards(predicted, seen)
-            if predicted.std() > 0 and true.std() > 0:
-                self.logger.record("reward/pred_true_corr", float(np.corrcoef(predicted.ravel(), true.ravel())[0, 1]))
-        self.logger.record("reward/phase", self._rollout_phase)
-        if learner is not None:
-            for key, value in learner.counters().items():
-                self.logger.record(f"reward/{key}", value)
-
-    def _pretrain_rollout(self, obs: np.ndarray, next: np.ndarray, seen: np.ndarray) -> None:
-        """
-        On-policy pretraining: the rollout's rewards become the k-NN state-entropy reward of the states acted in.
-
-        :param obs: ``(T, n_envs, obs_dim)`` encoded raw observations the actions were taken in
-        :param next: ``(T, n_envs, obs_dim)`` encoded raw observations reached (terminal ones at episode ends)
-        :param seen: ``(T, n_envs)`` rewards the env returned to the algorithm
-        """
-        n_transitions = seen.size
-        if self.entropy_reward is None:
-            # B-Pref keeps unsuper_step observations; bounded here so that a huge unsuper_step
-            # cannot allocate more than entropy_capacity rows (one rollout always fits).
-            capacity = max(min(self.unsuper_step, self.entropy_capacity), n_transitions)
-            self.entropy_reward = StateEntropyReward(obs.shape[-1], capacity=capacity, k=self.entropy_k)
-        # As B-Pref: each transition is scored by the observation its action was taken in (see
-        # docs/bpref-differences.md for the neighbours).
-        intrinsic = self.entropy_reward.compute(obs.reshape(n_transitions, -1)).reshape(seen.shape)
-        relabel_rollout(self.rollout_buffer, intrinsic, seen)
-        self.logger.record("reward/entropy_reward_mean", float(intrinsic.mean()))
-
-    def _write_rewards(self, predicted: np.ndarray, seen: np.ndarray) -> None:
-        """On-policy: the finished rollout trains on ``predicted`` ``(T, n_envs)`` (see :func:`relabel_rollout`)."""
-        relabel_rollout(self.rollout_buffer, self._rlhf_rewards(predicted), seen)
-
-    def _log_round(self, stats: dict[str, float]) -> None:
-        for key, value in stats.items():
-            self.logger.record(f"reward/{key}", value)
-
-    def train(self) -> None:
-        # Algorithms without epochs (A2C: one gradient step per rollout) pretrain with their usual update.
-        if self._rollout_phase != PHASE_PRETRAIN or not hasattr(self, "n_epochs") or self.unsuper_n_epochs is None:
-            return super().train()
-        # B-Pref trains the policy harder on the intrinsic reward.
-        n_epochs: int = self.n_epochs  # type: ignore[has-type]
-        self.n_epochs = self.unsuper_n_epochs
-        try:
-            return super().train()
-        finally:
-            self.n_epochs = n_epochs
 
 
 __all__ = [

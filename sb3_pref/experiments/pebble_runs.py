@@ -18,11 +18,12 @@ from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.common.callbacks import Checkpoint
-from sb3_pref.experiments.config import _RESERVED, Budget, RunSpec
+from sb3_pref.experiments.axes import _RESERVED, Budget
+from sb3_pref.experiments.config import RunSpec
 from sb3_pref.experiments.defaults import metaworld_task, task_family
 from sb3_pref.experiments.pebble import PEBBLE_DEFAULTS, PEBBLE_TASKS, _convert
 
-#: the settings a ``pebble`` run takes: B-Pref's, less those the grid's axes or the runner set (config's _RESERVED)
+#: the settings a ``pebble`` run takes: B-Pref's, less those the grid's axes or the runner set (axes' _RESERVED)
 PEBBLE_KEYS = tuple(["total_timesteps", *(k for k in PEBBLE_DEFAULTS if k not in _RESERVED)])
 # The preference part of PEBBLE: SAC on the true reward has none of it (B-Pref's train_SAC.py has no pretraining).
 _PREFERENCE_KEYS = (
