@@ -60,6 +60,7 @@ def _room_preset(preset: dict[str, Any]) -> dict[str, Any]:
         episodes_per_trial=preset["episodes"], recency_bias=model["recency_bias"],
         residual_dropout=model["residual_dropout"], min_learning_rate=model["min_learning_rate"],
         anneal_fraction=preset["learner_kwargs"]["anneal_fraction"],
+        anneal_after_reward=preset["learner_kwargs"].get("anneal_after_reward", False),
     )
 
 
@@ -83,7 +84,7 @@ ROOM_PRESETS: dict[str, dict[str, Any]] = {
 INCOMPLETE_EXIT_CODE = 3
 ROOM_DEFAULTS: dict[str, Any] = dict(
     size=9, episode_length=20, n_test=AD_TEST_GOALS, no_terminate_on_goal=False, learners_per_goal=1, episodes_per_trial=20,
-    recency_bias=False, residual_dropout=0.1, anneal_fraction=0.5, min_learning_rate=2e-6,
+    recency_bias=False, residual_dropout=0.1, anneal_fraction=0.5, anneal_after_reward=False, min_learning_rate=2e-6,
 )
 
 
@@ -106,6 +107,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--residual-dropout", type=float, default=None, help="default: 0.1")
     parser.add_argument("--min-learning-rate", type=float, default=None, help="end of the cosine decay (default: 2e-6)")
     parser.add_argument("--anneal-fraction", type=float, default=None, help="noisy expert: share of steps to epsilon 0")
+    parser.add_argument("--anneal-after-reward", action=argparse.BooleanOptionalAction, default=None,
+                        help="noisy expert: epsilon starts to fall at the first reward, not the first step")
     parser.add_argument("--eval-trials", type=int, default=None, help="default: 4 per held-out goal")
     parser.add_argument("--verbose", type=int, default=1)
     parser.add_argument("--workers", type=int, default=1, help="processes recording histories in parallel")
@@ -204,7 +207,8 @@ def main() -> None:
         histories = collect_histories(
             train_goals, os.path.join(args.output_dir, "histories.npz"), learner=args.learner, steps=args.steps,
             learners_per_goal=args.learners_per_goal, seed=args.seed, max_steps=args.max_history_steps, env_kwargs=room,
-            learner_kwargs=dict(anneal_fraction=args.anneal_fraction) if args.learner == "noisy_expert" else None,
+            learner_kwargs=dict(anneal_fraction=args.anneal_fraction, anneal_after_reward=args.anneal_after_reward)
+            if args.learner == "noisy_expert" else None,
             verbose=args.verbose, workers=args.workers, deadline=deadline,
         )
     except CollectionIncomplete as error:
