@@ -4,6 +4,7 @@ Algorithm Distillation end to end: learning histories -> transformer -> in-conte
     python examples/train_AD.py --env darkroom --output-dir runs/ad_darkroom                  # the seed's scale
     python examples/train_AD.py --env darkroom --preset small --output-dir runs/ad_small      # minutes on a CPU
     python examples/train_AD.py --env darkroom --preset noisy_room --output-dir runs/ad_noisy  # AD^epsilon, 5 x 5 room
+    python examples/train_AD.py --env darkroom --preset noisy_room_20 --output-dir runs/ad_noisy20  # 20-episode context
     python examples/train_AD.py --env darkroom --preset noisy_room --with-rl2 --output-dir runs/ad_noisy  # + RL2 beside AD
 
 1. One source learner per training goal of DarkRoom (57 of the 80 goals of the 9 x 9 room, the seed's
@@ -33,43 +34,57 @@ from stable_baselines3.common.env_util import make_vec_env
 from sb3_pref.ad import AD, collect_histories
 from sb3_pref.ad.collect import CollectionIncomplete
 from sb3_pref.ad.evaluation import learner_curve, search_curve
-from sb3_pref.ad.presets import NOISY_ROOM
+from sb3_pref.ad.presets import NOISY_ROOM, NOISY_ROOM_20
 from sb3_pref.envs.darkroom import AD_TEST_GOALS, DarkRoom, darkroom_trials, split_goals
 from sb3_pref.experiments.defaults import RL2_PRESETS
 from sb3_pref.experiments.rl2_runs import make_rl2_model
 from sb3_pref.rl2 import RL2
 from sb3_pref.rl2.evaluation import RandomAgent, evaluate_adaptation, plot_adaptation, write_adaptation_csv
 
+
+def _model_preset(preset: dict[str, Any]) -> dict[str, Any]:
+    """The learner and model settings of a library preset (:mod:`sb3_pref.ad.presets`) as this script's options."""
+    steps = preset["episodes"] * preset["room"]["episode_length"]
+    names = ("seq_len", "embed_dim", "n_layers", "n_heads", "ff_dim", "attention_dropout", "n_updates", "batch_size",
+             "learning_rate")
+    return dict(learner=preset["learner"], steps=steps, max_history_steps=steps,
+                **{k: v for k, v in preset["model"].items() if k in names})
+
+
+def _room_preset(preset: dict[str, Any]) -> dict[str, Any]:
+    """The room, split, evaluation and the remaining model settings of a library preset as this script's options."""
+    room, model = preset["room"], preset["model"]
+    return dict(
+        size=room["size"], episode_length=room["episode_length"], n_test=preset["n_test"],
+        no_terminate_on_goal=not room["terminate_on_goal"], learners_per_goal=preset["learners_per_goal"],
+        episodes_per_trial=preset["episodes"], recency_bias=model["recency_bias"],
+        residual_dropout=model["residual_dropout"], min_learning_rate=model["min_learning_rate"],
+        anneal_fraction=preset["learner_kwargs"]["anneal_fraction"],
+        anneal_after_reward=preset["learner_kwargs"].get("anneal_after_reward", False),
+    )
+
+
 #: ``seed``: the paper's settings; ``small``: a cheap learner and a small model, for a CPU in minutes;
-#: ``noisy_room``: :data:`sb3_pref.ad.presets.NOISY_ROOM` (AD^epsilon on a 5 x 5 room, in-context learning in minutes)
+#: ``noisy_room``: :data:`sb3_pref.ad.presets.NOISY_ROOM` (AD^epsilon on a 5 x 5 room, in-context learning in minutes);
+#: ``noisy_room_20``: :data:`sb3_pref.ad.presets.NOISY_ROOM_20` (the same room, a context of 20 episodes)
 PRESETS: dict[str, dict[str, Any]] = {
     "seed": dict(learner="a2c", steps=2_500_000, max_history_steps=800_000, seq_len=256, embed_dim=64, n_layers=4,
                  n_heads=4, ff_dim=2048, attention_dropout=0.5, n_updates=22_000, batch_size=32, learning_rate=3e-4),
     "small": dict(learner="qlearning", steps=3_000, max_history_steps=3_000, seq_len=80, embed_dim=32, n_layers=2,
                   n_heads=2, ff_dim=128, attention_dropout=0.0, n_updates=1_500, batch_size=16, learning_rate=1e-3),
-    "noisy_room": dict(
-        learner=NOISY_ROOM["learner"], steps=NOISY_ROOM["episodes"] * NOISY_ROOM["room"]["episode_length"],
-        max_history_steps=NOISY_ROOM["episodes"] * NOISY_ROOM["room"]["episode_length"],
-        **{k: v for k, v in NOISY_ROOM["model"].items() if k in (
-            "seq_len", "embed_dim", "n_layers", "n_heads", "ff_dim", "attention_dropout", "n_updates", "batch_size",
-            "learning_rate")},
-    ),
+    "noisy_room": _model_preset(NOISY_ROOM),
+    "noisy_room_20": _model_preset(NOISY_ROOM_20),
 }
 #: settings of the room, the split and the evaluation that a preset changes (the others keep the seed's)
 ROOM_PRESETS: dict[str, dict[str, Any]] = {
-    "noisy_room": dict(
-        size=NOISY_ROOM["room"]["size"], episode_length=NOISY_ROOM["room"]["episode_length"], n_test=NOISY_ROOM["n_test"],
-        no_terminate_on_goal=not NOISY_ROOM["room"]["terminate_on_goal"], learners_per_goal=NOISY_ROOM["learners_per_goal"],
-        episodes_per_trial=NOISY_ROOM["episodes"], recency_bias=NOISY_ROOM["model"]["recency_bias"],
-        residual_dropout=NOISY_ROOM["model"]["residual_dropout"], min_learning_rate=NOISY_ROOM["model"]["min_learning_rate"],
-        anneal_fraction=NOISY_ROOM["learner_kwargs"]["anneal_fraction"],
-    ),
+    "noisy_room": _room_preset(NOISY_ROOM),
+    "noisy_room_20": _room_preset(NOISY_ROOM_20),
 }
 #: exit status of a call that ran out of its ``--time-budget`` before the last stage (run the same command again)
 INCOMPLETE_EXIT_CODE = 3
 ROOM_DEFAULTS: dict[str, Any] = dict(
     size=9, episode_length=20, n_test=AD_TEST_GOALS, no_terminate_on_goal=False, learners_per_goal=1, episodes_per_trial=20,
-    recency_bias=False, residual_dropout=0.1, anneal_fraction=0.5, min_learning_rate=2e-6,
+    recency_bias=False, residual_dropout=0.1, anneal_fraction=0.5, anneal_after_reward=False, min_learning_rate=2e-6,
 )
 
 
@@ -92,6 +107,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--residual-dropout", type=float, default=None, help="default: 0.1")
     parser.add_argument("--min-learning-rate", type=float, default=None, help="end of the cosine decay (default: 2e-6)")
     parser.add_argument("--anneal-fraction", type=float, default=None, help="noisy expert: share of steps to epsilon 0")
+    parser.add_argument("--anneal-after-reward", action=argparse.BooleanOptionalAction, default=None,
+                        help="noisy expert: epsilon starts to fall at the first reward, not the first step")
     parser.add_argument("--eval-trials", type=int, default=None, help="default: 4 per held-out goal")
     parser.add_argument("--verbose", type=int, default=1)
     parser.add_argument("--workers", type=int, default=1, help="processes recording histories in parallel")
@@ -190,7 +207,8 @@ def main() -> None:
         histories = collect_histories(
             train_goals, os.path.join(args.output_dir, "histories.npz"), learner=args.learner, steps=args.steps,
             learners_per_goal=args.learners_per_goal, seed=args.seed, max_steps=args.max_history_steps, env_kwargs=room,
-            learner_kwargs=dict(anneal_fraction=args.anneal_fraction) if args.learner == "noisy_expert" else None,
+            learner_kwargs=dict(anneal_fraction=args.anneal_fraction, anneal_after_reward=args.anneal_after_reward)
+            if args.learner == "noisy_expert" else None,
             verbose=args.verbose, workers=args.workers, deadline=deadline,
         )
     except CollectionIncomplete as error:

@@ -95,6 +95,29 @@ def test_cheap_learner_improves_and_shuffling_keeps_the_data_but_not_the_trend()
     assert abs(late - early) < abs(returns[:, -20:].mean() - returns[:, :10].mean())
 
 
+def test_noisy_expert_anneals_from_the_first_reward_when_asked():
+    """``anneal_after_reward``: epsilon stays 1 (a random walk) until the goal is first found, then falls to 0."""
+    room = dict(size=5, episode_length=8, terminate_on_goal=False)
+    goal, steps, anneal = (0, 0), 160, 0.05  # a corner: a random walk of 8 steps rarely reaches it
+    optimal = DarkRoom(**room).optimal_return(goal)
+    first_found = {}
+    for after_reward in (False, True):
+        found = []
+        for seed in range(40):
+            history = record_learner(goal, "noisy_expert", steps, seed, env_kwargs=room,
+                                     learner_kwargs=dict(anneal_fraction=anneal, anneal_after_reward=after_reward))
+            returns = history.episode_returns()[0]
+            first = int(np.flatnonzero(returns > 0)[0]) if (returns > 0).any() else len(returns)
+            found.append(first)
+            first_step = int(np.flatnonzero(history.rewards[0] > 0)[0]) if first < len(returns) else steps
+            # from the first episode that starts after epsilon reached 0, the expert's every episode is optimal
+            later = np.arange(len(returns)) * room["episode_length"] >= first_step + 1 + anneal * steps
+            assert np.all(returns[later] == optimal), (after_reward, seed, returns)
+        first_found[after_reward] = np.array(found)
+    assert first_found[False].max() <= 1  # the clock: epsilon is 0 after 8 steps, goal found or not
+    assert first_found[True].mean() > 4  # a random walk: about 1 in 20 episodes reaches the corner
+
+
 def test_history_file_round_trip_and_resume(tmp_path):
     out = str(tmp_path / "h.npz")
     first = collect_histories([(0, 0), (4, 4)], out, learner="qlearning", steps=90, env_kwargs=ROOM)

@@ -179,3 +179,28 @@ def test_noisy_room_is_a_grid_preset_matching_the_library_preset():
         load_config(dict(algorithms={"ad": {"preset": "noisy"}}, tasks=["darkroom"], seeds=1))
     with pytest.raises(ConfigError, match="anneal_fraction"):
         load_config(dict(algorithms={"ad": {"preset": "noisy_room", "anneal_fraction": 0}}, tasks=["darkroom"], seeds=1))
+
+
+def test_train_ad_script_presets_match_the_library_presets(monkeypatch):
+    """``examples/train_AD.py --preset noisy_room[_20]`` runs exactly :mod:`sb3_pref.ad.presets`' settings."""
+    import importlib.util
+
+    from sb3_pref.ad.presets import NOISY_ROOM, NOISY_ROOM_20
+
+    spec = importlib.util.spec_from_file_location("train_AD", os.path.join(ROOT, "examples", "train_AD.py"))
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    for name, preset in (("noisy_room", NOISY_ROOM), ("noisy_room_20", NOISY_ROOM_20)):
+        monkeypatch.setattr(sys, "argv", ["train_AD.py", "--env", "darkroom", "--preset", name, "--output-dir", "x"])
+        args = script.parse_args()
+        room, model, learner = preset["room"], preset["model"], preset["learner_kwargs"]
+        assert (args.size, args.episode_length, args.no_terminate_on_goal, args.observation) == (
+            room["size"], room["episode_length"], not room["terminate_on_goal"], room["observation"])
+        assert (args.learner, args.learners_per_goal, args.n_test, args.episodes_per_trial) == (
+            preset["learner"], preset["learners_per_goal"], preset["n_test"], preset["episodes"])
+        assert args.steps == args.max_history_steps == preset["episodes"] * room["episode_length"] == args.seq_len
+        assert args.anneal_fraction == learner["anneal_fraction"]
+        assert args.anneal_after_reward == learner.get("anneal_after_reward", False)
+        for key in ("seq_len", "embed_dim", "n_layers", "n_heads", "ff_dim", "attention_dropout", "residual_dropout",
+                    "recency_bias", "learning_rate", "min_learning_rate", "n_updates", "batch_size"):
+            assert getattr(args, key) == model[key], (name, key)

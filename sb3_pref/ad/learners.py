@@ -134,16 +134,25 @@ class NoisyExpert:
     DarkRoom's shortest path to the goal with probability ``1 - epsilon``, a random action otherwise;
     ``epsilon`` falls linearly from 1 to 0 over the first ``anneal_fraction`` of the steps.
 
+    With ``anneal_after_reward``, epsilon stays 1 until the first rewarded step and falls from there:
+    like a real learner, the history improves only once it has found the goal, so the improvement a
+    model learns to copy in context follows the reward it saw, not a clock (a clock-driven history
+    never shows, late in its context, a learner that has not found the goal yet).
+
     :param env: a single ``DarkRoom`` (possibly wrapped); the expert reads its goal
     :param anneal_fraction: share of the steps over which epsilon reaches 0
+    :param anneal_after_reward: start the annealing at the first rewarded step instead of the first step
     :param seed: seed of the generator and of the env
     """
 
-    def __init__(self, env: gym.Env, anneal_fraction: float = 0.5, seed: Optional[int] = None) -> None:
+    def __init__(
+        self, env: gym.Env, anneal_fraction: float = 0.5, anneal_after_reward: bool = False, seed: Optional[int] = None
+    ) -> None:
         if not hasattr(env.unwrapped, "goal"):
             raise ValueError("NoisyExpert needs a DarkRoom env (it reads the goal)")
         self.env = env
         self.anneal_fraction = anneal_fraction
+        self.anneal_after_reward = anneal_after_reward
         self.rng = np.random.default_rng(seed)
         self.seed = seed
 
@@ -161,10 +170,14 @@ class NoisyExpert:
         """Act for ``total_timesteps`` steps, recording every step into ``recorder``."""
         obs, _ = self.env.reset(seed=self.seed)
         n_actions = int(cast(gym.spaces.Discrete, self.env.action_space).n)
+        start: Optional[int] = None if self.anneal_after_reward else 0  # the step at which epsilon starts to fall
         for step in range(int(total_timesteps)):
-            epsilon = max(0.0, 1.0 - step / max(self.anneal_fraction * total_timesteps, 1.0))
+            since = 0 if start is None else step - start
+            epsilon = max(0.0, 1.0 - since / max(self.anneal_fraction * total_timesteps, 1.0))
             action = int(self.rng.integers(n_actions)) if self.rng.random() < epsilon else self._expert()
             next_obs, reward, terminated, truncated, _ = self.env.step(action)
+            if start is None and reward > 0:
+                start = step + 1
             if recorder is not None:
                 recorder.add(obs[None], np.array([action]), np.array([reward]), np.array([terminated or truncated]))
                 if recorder.full:
