@@ -176,7 +176,7 @@ class NoisyExpert:
             epsilon = max(0.0, 1.0 - since / max(self.anneal_fraction * total_timesteps, 1.0))
             action = int(self.rng.integers(n_actions)) if self.rng.random() < epsilon else self._expert()
             next_obs, reward, terminated, truncated, _ = self.env.step(action)
-            if start is None and reward > 0:
+            if start is None and float(reward) > 0:
                 start = step + 1
             if recorder is not None:
                 recorder.add(obs[None], np.array([action]), np.array([reward]), np.array([terminated or truncated]))
