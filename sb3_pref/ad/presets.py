@@ -58,6 +58,7 @@ NOISY_ROOM_20: dict[str, Any] = dict(
     ),
 )
 
+
 def short_histories(
     goals: Sequence[Goal],
     preset: dict[str, Any] = NOISY_ROOM,
