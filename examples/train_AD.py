@@ -114,6 +114,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1, help="processes recording histories in parallel")
     parser.add_argument("--time-budget", type=float, default=None,
                         help="seconds this call may work; it then saves its stage and exits with code 3 (run it again)")
+    parser.add_argument("--shuffled", action="store_true",
+                        help="control: train on the same histories with the episodes of each one permuted (no learning trend)")
     parser.add_argument("--with-rl2", action="store_true", help="also train RL2 on the training goals, evaluate it beside AD")
     parser.add_argument("--rl2-steps", type=int, default=None, help="RL2's env steps (default: the grid's DarkRoom preset)")
     parser.add_argument("--rl2-cell", choices=["gru", "lstm"], default=None, help="default: gru (lstm is faster on CPU)")
@@ -197,8 +199,9 @@ def main() -> None:
         with open(timings_path) as handle:
             timings = json.load(handle)
 
-    def timed(stage: str, since: float) -> None:
-        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - since
+    def timed(stage: str, since: float, resumed: bool = True) -> None:
+        # a resumable stage adds this call's seconds; the evaluation is redone whole on every call, so it replaces them
+        timings[stage] = (timings.get(stage, 0.0) if resumed else 0.0) + time.perf_counter() - since
         with open(timings_path, "w") as handle:
             json.dump(timings, handle, indent=1)
 
@@ -216,9 +219,11 @@ def main() -> None:
         _incomplete("histories", str(error))
     timed("histories_s", start)
 
+    # the control sees the same transitions without the trend; the source curve below stays the ordered one
+    data = histories.shuffled(np.random.default_rng(args.seed)) if args.shuffled else histories
     start = time.perf_counter()
     try:  # a stage that runs out of budget exits here: its seconds still count
-        model = train_ad(args, histories, deadline)
+        model = train_ad(args, data, deadline)
     finally:
         timed("model_s", start)
     if args.with_rl2:
@@ -236,7 +241,8 @@ def main() -> None:
                         **room),
     )
     optimal = [DarkRoom(**room).optimal_return(tuple(int(v) for v in goal)) for goal in histories.tasks]
-    results = {"AD": evaluate_adaptation(model, test_env, n_trials, seed=args.seed)}
+    ad_name = "AD, shuffled histories" if args.shuffled else "AD"
+    results = {ad_name: evaluate_adaptation(model, test_env, n_trials, seed=args.seed)}
     if args.with_rl2:  # the same held-out trials: the same env, the same seed
         results["RL2"] = evaluate_adaptation(rl2, test_env, n_trials, seed=args.seed)
     results.update({
@@ -245,11 +251,11 @@ def main() -> None:
         "search bound": search_curve(test_goals, args.episodes_per_trial, args.size, args.episode_length,
                                      not args.no_terminate_on_goal),
     })
-    timed("evaluation_s", start)
+    timed("evaluation_s", start, resumed=False)
     write_adaptation_csv(os.path.join(args.output_dir, "adaptation.csv"), results)
     title = "AD and RL2 on DarkRoom (held-out goals)" if args.with_rl2 else "AD on DarkRoom (held-out goals)"
     plot_adaptation(results, os.path.join(args.output_dir, "adaptation.png"),
-                    optimal=float(np.nanmean(results["AD"].optimal)), title=title)
+                    optimal=float(np.nanmean(results[ad_name].optimal)), title=title)
     summary = dict(n_histories=histories.n_histories, history_length=histories.length, **timings,
                    curves={name: result.summary()["mean"].round(3).tolist() for name, result in results.items()})
     with open(os.path.join(args.output_dir, "summary.json"), "w") as handle:
@@ -260,7 +266,7 @@ def main() -> None:
     print(f"held-out goals, {n_trials} trials: mean return per episode in trial")
     for name, result in results.items():
         print(f"{name:>32}: " + " ".join(f"{m:5.2f}" for m in result.summary()["mean"]))
-    print(f"{'optimal':>32}: {np.nanmean(results['AD'].optimal):5.2f}")
+    print(f"{'optimal':>32}: {np.nanmean(results[ad_name].optimal):5.2f}")
     print(f"DONE: histories.npz, model.zip, adaptation.csv, adaptation.png and summary.json in {args.output_dir}")
 
 
