@@ -180,31 +180,37 @@ def test_train_ad_example_shuffled_control_trains_on_permuted_episodes(tmp_path)
     assert any(not th.equal(models["ordered"][k], models["shuffled"][k]) for k in models["ordered"])
 
 
-def test_noisy_room_is_a_grid_preset_matching_the_library_preset():
-    from sb3_pref.ad.presets import NOISY_ROOM
+def test_noisy_room_presets_are_grid_presets_matching_the_library_presets():
+    from sb3_pref.ad.presets import NOISY_ROOM, NOISY_ROOM_20
     from sb3_pref.experiments.config import ConfigError, load_config
 
-    config = load_config(dict(algorithms={"ad": {"preset": "noisy_room", "eval_trials": 16}}, tasks=["darkroom"], seeds=1))
-    (run,) = config.runs()
-    s = run.hyperparameters
-    room, model = NOISY_ROOM["room"], NOISY_ROOM["model"]
-    assert s["preset"] == "noisy_room" and s["eval_trials"] == 16  # the config's own key still overrides the preset
-    assert (s["size"], s["episode_length"], s["terminate_on_goal"], s["observation"]) == (
-        room["size"], room["episode_length"], room["terminate_on_goal"], room["observation"])
-    assert (s["learner"], s["learners_per_goal"], s["n_test"], s["episodes_per_trial"]) == (
-        NOISY_ROOM["learner"], NOISY_ROOM["learners_per_goal"], NOISY_ROOM["n_test"], NOISY_ROOM["episodes"])
-    assert s["learner_steps"] == s["max_history_steps"] == NOISY_ROOM["episodes"] * room["episode_length"]
-    assert s["anneal_fraction"] == NOISY_ROOM["learner_kwargs"]["anneal_fraction"]
-    renamed = dict(lr="learning_rate", min_lr="min_learning_rate", total_timesteps="n_updates")
-    for key in ("seq_len", "embed_dim", "n_layers", "n_heads", "ff_dim", "attention_dropout", "residual_dropout",
-                "recency_bias", "batch_size", *renamed):
-        assert s[key] == model[renamed.get(key, key)], key
+    for name, preset in (("noisy_room", NOISY_ROOM), ("noisy_room_20", NOISY_ROOM_20)):
+        config = load_config(dict(algorithms={"ad": {"preset": name, "eval_trials": 16}}, tasks=["darkroom"], seeds=1))
+        (run,) = config.runs()
+        s = run.hyperparameters
+        room, model = preset["room"], preset["model"]
+        assert s["preset"] == name and s["eval_trials"] == 16  # the config's own key still overrides the preset
+        assert (s["size"], s["episode_length"], s["terminate_on_goal"], s["observation"]) == (
+            room["size"], room["episode_length"], room["terminate_on_goal"], room["observation"])
+        assert (s["learner"], s["learners_per_goal"], s["n_test"], s["episodes_per_trial"]) == (
+            preset["learner"], preset["learners_per_goal"], preset["n_test"], preset["episodes"])
+        assert s["learner_steps"] == s["max_history_steps"] == preset["episodes"] * room["episode_length"]
+        assert s["anneal_fraction"] == preset["learner_kwargs"]["anneal_fraction"]
+        assert s["anneal_after_reward"] is preset["learner_kwargs"].get("anneal_after_reward", False)
+        renamed = dict(lr="learning_rate", min_lr="min_learning_rate", total_timesteps="n_updates")
+        for key in ("seq_len", "embed_dim", "n_layers", "n_heads", "ff_dim", "attention_dropout", "residual_dropout",
+                    "recency_bias", "batch_size", *renamed):
+            assert s[key] == model[renamed.get(key, key)], (name, key)
     (default,) = load_config(dict(algorithms=["ad"], tasks=["darkroom"], seeds=1)).runs()
     assert default.hyperparameters["preset"] == "seed" and default.hyperparameters["learner"] == "a2c"
+    assert default.hyperparameters["anneal_after_reward"] is False
     with pytest.raises(ConfigError, match="preset must be one of"):
         load_config(dict(algorithms={"ad": {"preset": "noisy"}}, tasks=["darkroom"], seeds=1))
     with pytest.raises(ConfigError, match="anneal_fraction"):
         load_config(dict(algorithms={"ad": {"preset": "noisy_room", "anneal_fraction": 0}}, tasks=["darkroom"], seeds=1))
+    with pytest.raises(ConfigError, match="anneal_after_reward must be true or false"):
+        load_config(dict(algorithms={"ad": {"preset": "noisy_room_20", "anneal_after_reward": "no"}}, tasks=["darkroom"],
+                         seeds=1))
 
 
 def test_train_ad_script_presets_match_the_library_presets(monkeypatch):

@@ -53,6 +53,8 @@ def check_ad_settings(task: str, settings: dict[str, Any]) -> dict[str, Any]:
     checked["terminate_on_goal"] = bool(checked["terminate_on_goal"])
     checked["deterministic_eval"] = bool(checked["deterministic_eval"])
     checked["recency_bias"] = bool(checked["recency_bias"])
+    if not isinstance(checked["anneal_after_reward"], bool):  # bool("false") is True: take YAML's booleans only
+        raise ValueError(f"anneal_after_reward must be true or false, got {checked['anneal_after_reward']!r}")
     return checked
 
 
@@ -88,7 +90,8 @@ def build_ad(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Any]) -> Any:
     histories = collect_histories(
         train, os.path.join(run_dir, "histories.npz"), learner=s["learner"], steps=s["learner_steps"],
         learners_per_goal=s["learners_per_goal"], seed=spec.seed, max_steps=s["max_history_steps"], env_kwargs=_room(s),
-        learner_kwargs=dict(anneal_fraction=s["anneal_fraction"]) if s["learner"] == "noisy_expert" else None,
+        learner_kwargs=dict(anneal_fraction=s["anneal_fraction"], anneal_after_reward=s["anneal_after_reward"])
+        if s["learner"] == "noisy_expert" else None,
     )
     env = make_ad_test_env(s, spec.seed)
     if checkpoint is not None:

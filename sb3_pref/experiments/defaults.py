@@ -123,7 +123,7 @@ AD_KEYS = (
     "total_timesteps", "learner", "learner_steps", "learners_per_goal", "max_history_steps", "seq_len", "embed_dim",
     "n_layers", "n_heads", "ff_dim", "attention_dropout", "residual_dropout", "lr", "min_lr", "batch_size",
     "episodes_per_trial", "eval_trials", "size", "episode_length", "n_test", "terminate_on_goal", "observation",
-    "deterministic_eval", "recency_bias", "anneal_fraction", "preset",
+    "deterministic_eval", "recency_bias", "anneal_fraction", "anneal_after_reward", "preset",
 )
 #: the seed's DarkRoom setting (A2C learners, 2.5M steps each, the 4-layer model, 22k updates)
 AD_PRESETS: dict[str, dict[str, Any]] = {
@@ -132,13 +132,14 @@ AD_PRESETS: dict[str, dict[str, Any]] = {
         seq_len=256, embed_dim=64, n_layers=4, n_heads=4, ff_dim=2048, attention_dropout=0.5, residual_dropout=0.1,
         lr=3e-4, min_lr=2e-6, batch_size=32, episodes_per_trial=20, eval_trials=92, size=9, episode_length=20, n_test=23,
         terminate_on_goal=True, observation="xy", deterministic_eval=False, recency_bias=False, anneal_fraction=0.5,
-        preset="seed",
+        anneal_after_reward=False, preset="seed",
     ),
 }
 #: named AD settings a config picks with ``preset:`` (its other keys then override the preset's):
-#: ``seed``, the seed's DarkRoom setting above, and ``noisy_room``, :data:`sb3_pref.ad.presets.NOISY_ROOM`
-#: (AD^epsilon histories on a 5 x 5 room: in-context learning on held-out goals in minutes on a CPU).
-#: Written out here so that reading a config imports no torch; a test checks it against ``NOISY_ROOM``.
+#: ``seed``, the seed's DarkRoom setting above, ``noisy_room``, :data:`sb3_pref.ad.presets.NOISY_ROOM`
+#: (AD^epsilon histories on a 5 x 5 room: in-context learning on held-out goals in minutes on a CPU), and
+#: ``noisy_room_20``, :data:`sb3_pref.ad.presets.NOISY_ROOM_20` (the same room, a context of 20 episodes).
+#: Written out here so that reading a config imports no torch; a test checks them against the library's presets.
 AD_NAMED_PRESETS: dict[str, dict[str, Any]] = {
     "seed": AD_PRESETS["darkroom"],
     "noisy_room": dict(
@@ -146,7 +147,14 @@ AD_NAMED_PRESETS: dict[str, dict[str, Any]] = {
         seq_len=48, embed_dim=48, n_layers=1, n_heads=4, ff_dim=192, attention_dropout=0.0, residual_dropout=0.0,
         lr=3e-3, min_lr=1.5e-4, batch_size=32, episodes_per_trial=6, eval_trials=192, size=5, episode_length=8, n_test=8,
         terminate_on_goal=False, observation="xy", deterministic_eval=False, recency_bias=True, anneal_fraction=0.75,
-        preset="noisy_room",
+        anneal_after_reward=False, preset="noisy_room",
+    ),
+    "noisy_room_20": dict(
+        total_timesteps=5_000, learner="noisy_expert", learner_steps=160, learners_per_goal=80, max_history_steps=160,
+        seq_len=160, embed_dim=64, n_layers=2, n_heads=4, ff_dim=256, attention_dropout=0.0, residual_dropout=0.0,
+        lr=2e-3, min_lr=1e-4, batch_size=16, episodes_per_trial=20, eval_trials=128, size=5, episode_length=8, n_test=8,
+        terminate_on_goal=False, observation="xy", deterministic_eval=False, recency_bias=True, anneal_fraction=0.125,
+        anneal_after_reward=True, preset="noisy_room_20",
     ),
 }
 
