@@ -39,6 +39,7 @@ from sb3_pref import PPO_REWARD, PreferenceLearner, RewardModel
 from sb3_pref.common import phases
 from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.reward_model import BPREF_N_LAYERS
+from sb3_pref.common.reward_training import resolve_train_dtype
 from sb3_pref.common.rollout import PHASE_PRETRAIN, RolloutRecorder
 from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 from sb3_pref.envs import make_vec_dmcontrol_env
@@ -167,7 +168,8 @@ def build(algo: str, args: argparse.Namespace) -> OnPolicyAlgorithm:
     elif args.pref_defaults:
         # What a user gets: only the round sizes and budget of the comparison are set, the reward
         # model's network, schedule, dtype, device, query selection and pretraining epochs are the defaults.
-        reward_model = RewardModel(env.observation_space, env.action_space, size_segment=args.segment, mb_size=args.re_batch)
+        reward_model = RewardModel(env.observation_space, env.action_space, size_segment=args.segment, mb_size=args.re_batch,
+                                   train_dtype=args.re_train_dtype or "auto")
         model = PPO_REWARD(
             reward_model,
             "MlpPolicy",
@@ -187,7 +189,7 @@ def build(algo: str, args: argparse.Namespace) -> OnPolicyAlgorithm:
             hidden_dim=args.re_hidden_dim,
             n_layers=BPREF_N_LAYERS,  # B-Pref's depth and learning rate: this branch measures its setup
             lr=3e-4,
-            train_dtype=args.re_train_dtype,
+            train_dtype=args.re_train_dtype or "float32",
             device="cpu",
         )
         model = PPO_REWARD(
@@ -266,14 +268,16 @@ def settings_line(args: argparse.Namespace, pref: dict[str, Any]) -> str:
         reward = (
             f"PPO_REWARD with its defaults (RewardModel(obs_space, act_space, size_segment={args.segment}, "
             f"mb_size={args.re_batch}), teacher='oracle'): {args.unsuper_step} steps of pretraining, {args.re_batch} "
-            f"queries every {args.num_interaction} steps up to {args.max_feed} ({rounds})."
+            f"queries every {args.num_interaction} steps up to {args.max_feed} ({rounds}); reward-model training in "
+            f"{reward_model_dtype(args.re_train_dtype or 'auto')}."
         )
     else:
         reward = (
             f"PPO_REWARD: oracle teacher, disagreement queries, segments of {args.segment}, {args.unsuper_step} steps "
             f"of pretraining ({args.unsuper_n_epochs} epochs per update), {args.re_batch} queries every "
             f"{args.num_interaction} steps up to {args.max_feed} ({rounds}), reward model 3x{args.re_hidden_dim}, at "
-            f"most {args.re_update} epochs per round ({args.reward_schedule} schedule), training in {args.re_train_dtype}."
+            f"most {args.re_update} epochs per round ({args.reward_schedule} schedule), training in "
+            f"{args.re_train_dtype or 'float32'}."
         )
     return (
         f"Settings: {args.env}, {args.n_envs} envs x {args.n_steps} steps, {args.total_timesteps} steps, seed "
@@ -469,7 +473,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--re-batch", type=int, default=100)
     parser.add_argument("--re-update", type=int, default=100)
     parser.add_argument(
-        "--re-train-dtype", choices=["auto", "float32", "bfloat16"], default="float32", help="reward-model training"
+        "--re-train-dtype", choices=["auto", "float32", "bfloat16"], default=None,
+        help="reward-model training (default: float32, B-Pref's; with --pref-defaults the library's default, auto)",
     )
     parser.add_argument("--reward-schedule", choices=["auto", "bpref"], default="bpref", help="reward-model schedule")
     parser.add_argument("--re-hidden-dim", type=int, default=256, help="reward-model width (3 layers; B-Pref: 256)")
@@ -495,6 +500,12 @@ def parse_args() -> argparse.Namespace:
     if args.repeats < 1 or args.total_timesteps < args.n_envs * args.n_steps:
         parser.error("need --repeats >= 1 and --total-timesteps of at least one rollout (n_envs x n_steps)")
     return args
+
+
+def reward_model_dtype(requested: str) -> str:
+    """What ``train_dtype=requested`` resolves to on this machine's CPU (``auto`` names its choice)."""
+    chosen = resolve_train_dtype(requested, th.device("cpu"))
+    return f"auto, which picks {chosen} on this CPU" if requested == "auto" else chosen
 
 
 def main() -> None:
