@@ -9,7 +9,9 @@ Variants:
 - ``nopre``: the same without pretraining (``learn(unsuper_flag=0)``): every step is spent on the task;
 - ``norm``: the same as ``base`` with ``normalize_reward=True`` (rewards rescaled after each refit);
 - ``bprefrm``: the same as ``base`` with B-Pref's reward network (3 x 256 at lr 3e-4) on the default schedule;
-- ``dis``: the same as ``base`` with disagreement queries (``feed_type="disagreement"``) instead of uniform ones.
+- ``dis``: the same as ``base`` with disagreement queries (``feed_type="disagreement"``) instead of uniform ones;
+- ``fp32`` / ``bf16``: the same as ``base`` with the reward model's training pinned to float32 / bfloat16 (``base``
+  is ``train_dtype="auto"``, which picks bfloat16 on CPUs with AMX or AVX512-BF16 and float32 elsewhere).
 
 Each run writes ``results/return_gap/<variant>_<seed>.json``; ``--table`` prints the Markdown table of all
 of them. Returns: the mean of the last 100 training episodes (``overhead.py``'s figure, which covers about
@@ -30,7 +32,7 @@ import overhead
 import torch as th
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "return_gap")
-VARIANTS = ("ppo", "base", "nopre", "norm", "bprefrm", "dis")
+VARIANTS = ("ppo", "base", "nopre", "norm", "bprefrm", "dis", "fp32", "bf16")
 # The committed overhead_sb3_defaults_seed*.md command, PPO_REWARD on its defaults.
 SETTINGS = [
     "--env", "walker_stand", "--n-envs", "32", "--n-steps", "500", "--total-timesteps", "176000", "--lr", "3e-4",
@@ -46,6 +48,10 @@ def run(variant: str, seed: int) -> dict[str, Any]:
     args = overhead.parse_args()
     if variant == "bprefrm":
         overhead.RewardModel = functools.partial(overhead.RewardModel, hidden_dim=256, n_layers=3, lr=3e-4)
+    if variant in ("fp32", "bf16"):
+        overhead.RewardModel = functools.partial(
+            overhead.RewardModel, train_dtype="float32" if variant == "fp32" else "bfloat16"
+        )
     if variant in ("norm", "dis"):
         option = {"normalize_reward": True} if variant == "norm" else {"feed_type": "disagreement"}
         overhead.PPO_REWARD = functools.partial(overhead.PPO_REWARD, **option)
