@@ -49,9 +49,7 @@ def run(variant: str, seed: int) -> dict[str, Any]:
     if variant == "bprefrm":
         overhead.RewardModel = functools.partial(overhead.RewardModel, hidden_dim=256, n_layers=3, lr=3e-4)
     if variant in ("fp32", "bf16"):
-        overhead.RewardModel = functools.partial(
-            overhead.RewardModel, train_dtype="float32" if variant == "fp32" else "bfloat16"
-        )
+        args.re_train_dtype = "float32" if variant == "fp32" else "bfloat16"  # overhead.build passes it to RewardModel
     if variant in ("norm", "dis"):
         option = {"normalize_reward": True} if variant == "norm" else {"feed_type": "disagreement"}
         overhead.PPO_REWARD = functools.partial(overhead.PPO_REWARD, **option)
