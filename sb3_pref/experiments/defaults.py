@@ -140,21 +140,21 @@ AD_PRESETS: dict[str, dict[str, Any]] = {
 #: (AD^epsilon histories on a 5 x 5 room: in-context learning on held-out goals in minutes on a CPU), and
 #: ``noisy_room_20``, :data:`sb3_pref.ad.presets.NOISY_ROOM_20` (the same room, a context of 20 episodes).
 #: Written out here so that reading a config imports no torch; a test checks them against the library's presets.
+_NOISY_ROOM: dict[str, Any] = dict(
+    total_timesteps=500, learner="noisy_expert", learner_steps=48, learners_per_goal=20, max_history_steps=48,
+    seq_len=48, embed_dim=48, n_layers=1, n_heads=4, ff_dim=192, attention_dropout=0.0, residual_dropout=0.0,
+    lr=3e-3, min_lr=1.5e-4, batch_size=32, episodes_per_trial=6, eval_trials=192, size=5, episode_length=8, n_test=8,
+    terminate_on_goal=False, observation="xy", deterministic_eval=False, recency_bias=True, anneal_fraction=0.75,
+    anneal_after_reward=False, preset="noisy_room",
+)
 AD_NAMED_PRESETS: dict[str, dict[str, Any]] = {
     "seed": AD_PRESETS["darkroom"],
-    "noisy_room": dict(
-        total_timesteps=500, learner="noisy_expert", learner_steps=48, learners_per_goal=20, max_history_steps=48,
-        seq_len=48, embed_dim=48, n_layers=1, n_heads=4, ff_dim=192, attention_dropout=0.0, residual_dropout=0.0,
-        lr=3e-3, min_lr=1.5e-4, batch_size=32, episodes_per_trial=6, eval_trials=192, size=5, episode_length=8, n_test=8,
-        terminate_on_goal=False, observation="xy", deterministic_eval=False, recency_bias=True, anneal_fraction=0.75,
-        anneal_after_reward=False, preset="noisy_room",
-    ),
+    "noisy_room": _NOISY_ROOM,
+    # the same room, split and evaluation; a context of 20 episodes and what it takes to learn in it
     "noisy_room_20": dict(
-        total_timesteps=5_000, learner="noisy_expert", learner_steps=160, learners_per_goal=80, max_history_steps=160,
-        seq_len=160, embed_dim=64, n_layers=2, n_heads=4, ff_dim=256, attention_dropout=0.0, residual_dropout=0.0,
-        lr=2e-3, min_lr=1e-4, batch_size=16, episodes_per_trial=20, eval_trials=128, size=5, episode_length=8, n_test=8,
-        terminate_on_goal=False, observation="xy", deterministic_eval=False, recency_bias=True, anneal_fraction=0.125,
-        anneal_after_reward=True, preset="noisy_room_20",
+        _NOISY_ROOM, total_timesteps=5_000, learner_steps=160, learners_per_goal=80, max_history_steps=160, seq_len=160,
+        embed_dim=64, n_layers=2, ff_dim=256, lr=2e-3, min_lr=1e-4, batch_size=16, episodes_per_trial=20,
+        eval_trials=128, anneal_fraction=0.125, anneal_after_reward=True, preset="noisy_room_20",
     ),
 }
 
