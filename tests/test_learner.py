@@ -249,3 +249,26 @@ def test_restoring_with_other_n_envs_keeps_labels_and_starts_an_empty_store():
     two_envs.add_transitions(*make_stream(0, 120, seed=4, episode_lengths=(30, 45)))
     assert two_envs.query_round()["round_queries"] == 100
     assert len(two_envs.dataset) == two_envs.total_feed == 200
+
+
+def test_initial_mb_size_front_loads_the_first_round_then_mb_size_until_the_budget():
+    model = RewardModel(OBS_DIM, ACT_DIM, size_segment=HORIZON, mb_size=20, initial_mb_size=70, hidden_dim=16, seed=0)
+    learner = fed(PreferenceLearner(model, N_ENVS, feed_type="uniform", max_feed=100, re_update=2, n_eval_pairs=16, seed=0))
+    asked = []
+    for _ in range(4):
+        stats = learner.query_round()
+        asked.append(stats.get("round_queries", 0.0))
+    # 70 at the first round, then mb_size until the budget of 100 is spent (the last round clamped to 10).
+    assert asked == [70.0, 20.0, 10.0, 0.0]
+    assert learner.total_feed == 100 and len(learner.dataset) == 100
+
+
+def test_initial_mb_size_is_saved_with_the_model_and_checked(tmp_path):
+    model = RewardModel(OBS_DIM, ACT_DIM, mb_size=20, initial_mb_size=70, seed=0)
+    model.save(tmp_path / "rm.pt")
+    loaded = RewardModel.load(tmp_path / "rm.pt")
+    assert loaded.initial_mb_size == 70
+    assert RewardModel(OBS_DIM, ACT_DIM).initial_mb_size is None  # the default: every round asks mb_size
+    with pytest.raises(ValueError, match="initial_mb_size must be >= 1"):
+        RewardModel(OBS_DIM, ACT_DIM, initial_mb_size=0)
+

@@ -1,5 +1,7 @@
 """PPO_REWARD on real gymnasium envs: what reaches the rollout buffer, when queries happen, the budget, save/load."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch as th
@@ -349,3 +351,15 @@ def test_bad_input_is_refused_before_training():
     with pytest.raises(ValueError, match="observation_space"):
         RewardModel(spaces.Box(0, 255, (64, 64, 3), np.uint8), spaces.Discrete(2))
     assert isinstance(make_model(env).pref_learner, PreferenceLearner)
+
+
+def test_learn_warns_when_pretraining_is_a_large_share_of_the_run():
+    env = pendulum()
+    model = make_model(env, unsuper_step=128)
+    with pytest.warns(UserWarning, match=r"pretraining takes 128 of this run's 192 env steps \(67%\).*unsuper_step="):
+        model.learn(192)
+    # Pretraining is over: a further call has nothing to warn about, nor has a run where it is a small share.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        model.learn(64, reset_num_timesteps=False)
+        make_model(pendulum(), unsuper_step=64).learn(320)

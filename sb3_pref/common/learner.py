@@ -194,7 +194,7 @@ class PreferenceLearner:
         """
         n_late = self._add_late_labels()
         n_new = n_late
-        n_queries = min(self.reward_model.mb_size, self.budget_left)
+        n_queries = min(self.round_size(), self.budget_left)
         if n_queries > 0 and not self.ready:
             # Not one segment fits yet: ask later rather than fail (B-Pref waits for enough data too).
             n_queries = 0
@@ -246,6 +246,11 @@ class PreferenceLearner:
             self._fit_normalisation()
         stats["true_pref_accuracy"] = self.oracle_agreement()
         return stats
+
+    def round_size(self) -> int:
+        """Queries the next round asks before the budget clamps it: the model's ``initial_mb_size`` first, then ``mb_size``."""
+        first = self.reward_model.initial_mb_size
+        return first if self.n_rounds == 0 and first is not None else self.reward_model.mb_size
 
     def _add_late_labels(self) -> int:
         """

@@ -8,6 +8,8 @@ which inherits this mixin; the per-step recording and the rollout-buffer rewrite
 :mod:`sb3_pref.common.rollout`.
 """
 
+import sys
+import warnings
 from typing import TYPE_CHECKING, Callable, Optional, cast
 
 import numpy as np
@@ -25,6 +27,19 @@ from sb3_pref.common.rollout import (
     RolloutRecorder,
     relabel_rollout,
 )
+
+#: ``learn`` warns when pretraining would take more than this share of the steps it is asked for.
+PRETRAIN_WARN_SHARE = 0.25
+
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first caller outside sb3_pref (subclasses add ``learn`` frames)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("sb3_pref"):
+        frame, level = frame.f_back, level + 1
+    return level
+
 
 if TYPE_CHECKING:
     # For type checkers only, as in persistence.py: at run time the base is object and the MRO is unchanged.
@@ -70,6 +85,7 @@ class PreferencePhasesMixin(_Base):
                 raise ValueError(f"unsuper_flag must be 0 (no pretraining), 1 or 2, got {unsuper_flag!r}")
             self.unsuper_flag = unsuper_flag
             self._ensure_encoder()
+        self._warn_if_pretraining_dominates(total_timesteps)
         return super().learn(
             total_timesteps=total_timesteps,
             callback=callback,
@@ -78,6 +94,20 @@ class PreferencePhasesMixin(_Base):
             reset_num_timesteps=reset_num_timesteps,
             progress_bar=progress_bar,
         )
+
+    def _warn_if_pretraining_dominates(self, total_timesteps: int) -> None:
+        """Tell the user when state-entropy pretraining would take a large share of this ``learn`` call."""
+        if self.unsuper_flag not in (1, 2) or self._pretrain_done:
+            return
+        left = self.unsuper_step - self._unsuper_steps_done
+        if left > PRETRAIN_WARN_SHARE * total_timesteps:
+            warnings.warn(
+                f"state-entropy pretraining takes {left} of this run's {total_timesteps} env steps "
+                f"({left / total_timesteps:.0%}): the policy learns nothing about the task meanwhile, and its "
+                "pretrained behaviour must be unlearned afterwards. Lower unsuper_step (e.g. "
+                f"unsuper_step={int(0.1 * total_timesteps)}) or skip pretraining with learn(..., unsuper_flag=0)",
+                stacklevel=_user_stacklevel(),
+            )
 
     def _init_callback(self, callback: MaybeCallback, progress_bar: bool = False) -> BaseCallback:
         if isinstance(callback, list):

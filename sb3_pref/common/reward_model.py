@@ -53,6 +53,9 @@ class RewardModel:
     :param activation: output activation: ``"tanh"``, ``"sig"`` or ``"relu"``
     :param lr: Adam learning rate shared by all members (B-Pref's: 3e-4, for its wider network)
     :param mb_size: number of pairs asked per query round
+    :param initial_mb_size: number of pairs asked at the first query round (None: ``mb_size``). A larger
+        first round front-loads the budget, as Christiano et al. (2017) did: the reward the policy first
+        trains on is then fitted on more labels, and moves less in the rounds that follow
     :param teacher_beta: B-Pref teacher rationality (used when ``teacher`` is None)
     :param teacher_gamma: B-Pref teacher myopic discount (used when ``teacher`` is None)
     :param teacher_eps_mistake: B-Pref teacher mistake probability (used when ``teacher`` is None)
@@ -86,6 +89,7 @@ class RewardModel:
         activation: str = "tanh",
         lr: float = 1e-3,
         mb_size: int = 128,
+        initial_mb_size: Optional[int] = None,
         teacher_beta: float = -1,
         teacher_gamma: float = 1,
         teacher_eps_mistake: float = 0,
@@ -106,6 +110,8 @@ class RewardModel:
             raise ValueError(f"activation={activation!r} is not one of {sorted(OUTPUT_ACTIVATIONS)}")
         size_segment = check_int("size_segment", size_segment, 1, 50)
         mb_size = check_int("mb_size", mb_size, 1, 128)
+        if initial_mb_size is not None:
+            initial_mb_size = check_int("initial_mb_size", initial_mb_size, 1, 200)
         large_batch = check_int("large_batch", large_batch, 1, 10)
         ensemble_size = check_int("ensemble_size", ensemble_size, 1, 3)
         hidden_dim = check_int("hidden_dim", hidden_dim, 1, 256)
@@ -128,6 +134,7 @@ class RewardModel:
         self.activation = activation
         self.lr = float(lr)
         self.mb_size = int(mb_size)
+        self.initial_mb_size = None if initial_mb_size is None else int(initial_mb_size)
         self.large_batch = int(large_batch)
         self.ensemble_size = int(ensemble_size)
         self.hidden_dim = int(hidden_dim)

@@ -28,6 +28,7 @@ def reward_model_config(model: "RewardModel") -> dict[str, Any]:
         "activation": model.activation,
         "lr": model.lr,
         "mb_size": model.mb_size,
+        "initial_mb_size": model.initial_mb_size,
         "large_batch": model.large_batch,
         "ensemble_size": model.ensemble_size,
         "hidden_dim": model.hidden_dim,
