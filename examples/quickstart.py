@@ -2,15 +2,18 @@
 The README's main job: teach a dm_control agent from preferences of a scripted teacher, never
 showing the policy the task's reward, and report what a user wants to see.
 
-    python examples/quickstart.py --env cartpole_balance --total-timesteps 120000
+    python examples/quickstart.py --env cartpole_balance --total-timesteps 120000 [--compare-ppo]
 """
 
 import argparse
 import time
+from typing import Any
 
 import numpy as np
 import torch as th
+from stable_baselines3 import PPO
 from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref import PPO_REWARD, RewardModel
 from sb3_pref.envs import make_vec_dmcontrol_env
@@ -24,8 +27,55 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--teacher", default="oracle", help="oracle, noisy, myopic, mistake, skip or equal")
     parser.add_argument("--max-feed", type=int, default=400, help="total number of preference queries")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compare-ppo", action="store_true", help="also train PPO on the true reward, as the bar")
     parser.add_argument("--output", default="runs/quickstart/model", help="where to save the trained model")
     return parser.parse_args()
+
+
+# The PPO settings the demo shares with its bar, PPO on the true reward (--compare-ppo): with them PPO
+# balances the pole by about 100k steps on every seed measured (benchmarks/DEMO.md).
+PPO_SETTINGS: dict = dict(
+    policy="MlpPolicy",
+    n_steps=250,
+    batch_size=250,
+    n_epochs=10,
+    learning_rate=3e-4,
+    gae_lambda=0.92,
+    policy_kwargs={"net_arch": {"pi": [128, 128], "vf": [128, 128]}},
+)
+
+
+# The demo's reward model: B-Pref's segment length; half the budget asked at the first round (after
+# pretraining), then 25 queries every 4k steps, so the reward PPO trains on is fitted on 200 labels from
+# the start and stops moving by 40k steps (benchmarks/DEMO.md measures each choice).
+REWARD_MODEL_SETTINGS: dict = dict(size_segment=50, initial_mb_size=200, mb_size=25, hidden_dim=128)
+
+
+def build(env: VecEnv, seed: int, teacher: str = "oracle", max_feed: int = 400, **options: Any) -> PPO_REWARD:
+    """
+    The demo's PPO_REWARD: PPO_SETTINGS plus the preference settings; ``options`` override any of them.
+
+    :param env: the training env
+    :param seed: seed of the policy, reward model and teacher
+    :param teacher: a scripted teacher preset
+    :param max_feed: total number of preference queries
+    """
+    reward_model = RewardModel(env.observation_space, env.action_space, **REWARD_MODEL_SETTINGS)
+    settings: dict = dict(
+        PPO_SETTINGS,
+        reward_model=reward_model,
+        teacher=teacher,
+        num_interaction=4_000,
+        max_feed=max_feed,
+        feed_type="disagreement",
+        unsuper_step=8_000,
+        unsuper_n_epochs=10,
+        re_update=50,
+        seed=seed,
+        verbose=0,
+    )
+    settings.update(options)
+    return PPO_REWARD(env=env, **settings)
 
 
 def main() -> None:
@@ -33,27 +83,7 @@ def main() -> None:
     th.set_num_threads(2)
     env = make_vec_dmcontrol_env(args.env, n_envs=args.n_envs, seed=args.seed)
     eval_env = make_vec_dmcontrol_env(args.env, n_envs=1, seed=args.seed + 1000)
-    reward_model = RewardModel(env.observation_space, env.action_space, size_segment=50, mb_size=50, hidden_dim=128)
-    model = PPO_REWARD(
-        "MlpPolicy",
-        env,
-        reward_model=reward_model,
-        teacher=args.teacher,
-        n_steps=500,
-        batch_size=500,
-        n_epochs=10,
-        learning_rate=3e-4,
-        gae_lambda=0.92,
-        num_interaction=12_000,
-        max_feed=args.max_feed,
-        feed_type="disagreement",
-        unsuper_step=8_000,
-        unsuper_n_epochs=10,
-        re_update=50,
-        policy_kwargs={"net_arch": {"pi": [128, 128], "vf": [128, 128]}},
-        seed=args.seed,
-        verbose=0,
-    )
+    model = build(env, args.seed, teacher=args.teacher, max_feed=args.max_feed)
     before, _ = evaluate_policy(model, eval_env, n_eval_episodes=3)
     start = time.time()
     model.learn(args.total_timesteps, progress_bar=False)
@@ -74,6 +104,13 @@ def main() -> None:
     )
     print(f"learned vs true reward: {learner.oracle_agreement(4000):.1%} agreement on fresh segment pairs")
     print(f"                        {correlation:.2f} correlation per step over the last {len(true)} transitions")
+    if args.compare_ppo:
+        # The bar: PPO with the same settings and seed, trained on the true reward.
+        ppo = PPO(env=make_vec_dmcontrol_env(args.env, n_envs=args.n_envs, seed=args.seed), seed=args.seed, **PPO_SETTINGS)
+        ppo_before, _ = evaluate_policy(ppo, eval_env, n_eval_episodes=3)
+        ppo.learn(args.total_timesteps)
+        ppo_after, ppo_std = evaluate_policy(ppo, eval_env, n_eval_episodes=5)
+        print(f"PPO on the true reward, same settings:  {ppo_before:7.1f} before  ->  {ppo_after:7.1f} ± {ppo_std:.1f} after")
     print(f"model saved to {args.output}.zip")
 
 
