@@ -10,6 +10,7 @@ which inherits this mixin; the per-step recording and the rollout-buffer rewrite
 
 import sys
 import warnings
+from types import FrameType
 from typing import TYPE_CHECKING, Callable, Optional, cast
 
 import numpy as np
@@ -35,7 +36,8 @@ PRETRAIN_WARN_SHARE = 0.25
 
 def _user_stacklevel() -> int:
     """The ``stacklevel`` that points a warning at the first caller outside sb3_pref (subclasses add ``learn`` frames)."""
-    frame, level = sys._getframe(1), 1
+    frame: Optional[FrameType] = sys._getframe(1)
+    level = 1
     while frame is not None and frame.f_globals.get("__name__", "").startswith("sb3_pref"):
         frame, level = frame.f_back, level + 1
     return level
