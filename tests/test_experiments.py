@@ -17,7 +17,9 @@ import pytest
 
 from sb3_pref.experiments import ConfigError, RunSpec, execute_run, load_config, plan_grid, run_grid, write_report
 from sb3_pref.experiments.__main__ import main as cli
-from sb3_pref.experiments.config import Budget
+from sb3_pref.experiments.bpref import make_env, make_prefppo
+from sb3_pref.experiments.config import Budget, bpref_args
+from sb3_pref.experiments.flags import build_parser
 from sb3_pref.experiments.records import FINISHED, RunLock, RunRecord, read_csv_columns
 from sb3_pref.experiments.results import learning_curves, load_runs, score_table
 from sb3_pref.experiments.stats import bootstrap_ci, bootstrap_mean_curve, iqm, stratified_bootstrap_ci
@@ -394,3 +396,18 @@ def test_status_counts_the_running_attempt(tmp_path, capsys):
     line = next(text for text in capsys.readouterr().out.splitlines() if text.startswith("ppo/walker_walk/seed0"))
     assert line.split()[1] == "running"
     assert 2.9 <= float(line.split()[-2]) <= 3.1, line
+
+
+def test_re_initial_batch_front_loads_the_first_round_of_a_grid_run(tmp_path):
+    config = load_config(
+        {
+            "name": "front", "output_dir": str(tmp_path), "algorithms": ["prefppo"], "tasks": {"cartpole_balance": {}},
+            "teachers": ["oracle"], "budgets": ["400x25"], "seeds": 1,
+            "hyperparameters": {"total_timesteps": 1000, "re_initial_batch": 200},
+        }
+    )  # fmt: skip
+    (run,) = config.runs()
+    args = bpref_args(run)
+    model = make_prefppo(args, make_env(args, None), verbose=0)
+    assert (model.reward_model.mb_size, model.reward_model.initial_mb_size) == (25, 200)
+    assert build_parser("B-Pref").parse_args([]).re_initial_batch is None  # B-Pref's equal rounds by default

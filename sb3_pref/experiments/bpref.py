@@ -140,6 +140,7 @@ def make_prefppo(
         activation=args.re_act,
         lr=args.re_lr,
         mb_size=args.re_batch,
+        initial_mb_size=args.re_initial_batch,
         teacher_beta=args.teacher_beta,
         teacher_gamma=args.teacher_gamma,
         teacher_eps_mistake=args.teacher_eps_mistake,

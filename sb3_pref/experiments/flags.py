@@ -129,6 +129,9 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
     reward.add_argument("--re-num-interaction", type=positive_int, default=16000, help="env steps between query rounds")
     reward.add_argument("--re-num-feed", type=positive_int, default=1, help="kept for B-Pref compatibility (no effect)")
     reward.add_argument("--re-batch", type=positive_int, default=100, help="queries per round")
+    reward.add_argument(
+        "--re-initial-batch", type=positive_int, default=None, help="queries at the first round (default: --re-batch)"
+    )
     reward.add_argument("--re-max-feed", type=positive_int, default=1000, help="total feedback budget")
     reward.add_argument("--re-update", type=positive_int, default=100, help="most reward-model epochs per round")
     reward.add_argument(
