@@ -33,7 +33,6 @@ from sb3_pref.common.rollout import (
 PRETRAIN_WARN_SHARE = 0.25
 
 
-
 def _user_stacklevel() -> int:
     """The ``stacklevel`` that points a warning at the first caller outside sb3_pref (subclasses add ``learn`` frames)."""
     frame: Optional[FrameType] = sys._getframe(1)
