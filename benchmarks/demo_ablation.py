@@ -91,13 +91,9 @@ def run(
         model = PPO(env=env, seed=seed, verbose=0, **{**quickstart.PPO_SETTINGS, **options})
     else:
         options = dict(options)
-        learner_options = options.pop("learner_options", {})
         reward_options = {**quickstart.REWARD_MODEL_SETTINGS, **options.pop("reward_model_options", {})}
         reward_model = RewardModel(env.observation_space, env.action_space, **reward_options)
         model = quickstart.build(env, seed=seed, reward_model=reward_model, **options)
-        if learner_options:
-            for key, value in learner_options.items():
-                setattr(model.pref_learner, key, value)
     before, _ = evaluate_policy(model, eval_env, n_eval_episodes=3)
     recorder = CurveRecorder(eval_env, eval_every)
     cpu, wall = time.process_time(), time.time()
@@ -178,7 +174,6 @@ def main() -> None:
     parser.add_argument("--total-timesteps", type=int, default=120_000)
     parser.add_argument("--set", action="append", default=[], help="PPO_REWARD option as key=value (repeatable)")
     parser.add_argument("--rm", action="append", default=[], help="RewardModel option as key=value (repeatable)")
-    parser.add_argument("--learner", action="append", default=[], help="PreferenceLearner attribute as key=value")
     parser.add_argument("--eval-every", type=int, default=0, help="also evaluate deterministically every this many steps")
     parser.add_argument("--plot", nargs="+", help="plot these variants' evaluation curves to results/demo_ablation/")
     parser.add_argument("--table", action="store_true", help="print the table of the committed results and exit")
@@ -191,13 +186,10 @@ def main() -> None:
         return
     options: dict[str, Any] = {}
     reward_options: dict[str, Any] = {}
-    learner_options: dict[str, Any] = {}
-    for item in args.set + [f"rm:{item}" for item in args.rm] + [f"pl:{item}" for item in args.learner]:
+    for item in args.set + [f"rm:{item}" for item in args.rm]:
         target = options
         if item.startswith("rm:"):
             item, target = item[3:], reward_options
-        elif item.startswith("pl:"):
-            item, target = item[3:], learner_options
         key, value = item.split("=", 1)
         try:
             target[key] = ast.literal_eval(value)
@@ -205,8 +197,6 @@ def main() -> None:
             target[key] = value
     if reward_options:
         options["reward_model_options"] = reward_options
-    if learner_options:
-        options["learner_options"] = learner_options
     result = run(args.variant, args.seed, options, args.total_timesteps, args.env, args.eval_every)
     os.makedirs(RESULTS, exist_ok=True)
     suffix = "" if args.env == "cartpole_balance" else f"_{args.env}"
