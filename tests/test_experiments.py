@@ -411,3 +411,51 @@ def test_re_initial_batch_front_loads_the_first_round_of_a_grid_run(tmp_path):
     model = make_prefppo(args, make_env(args, None), verbose=0)
     assert (model.reward_model.mb_size, model.reward_model.initial_mb_size) == (25, 200)
     assert build_parser("B-Pref").parse_args([]).re_initial_batch is None  # B-Pref's equal rounds by default
+
+
+def test_a_gymnasium_task_runs_in_a_grid_with_sb3_style_settings(tmp_path):
+    settings = dict(
+        TINY, total_timesteps=1500, gamma=0.9, clip_init=0.2, clip_anneal=False, use_sde=False, normalize=False,
+        re_hidden_dim=32, re_num_layer=2, re_schedule="auto", re_initial_batch=12,
+    )  # fmt: skip
+    config = load_config(
+        tiny_grid(tmp_path, tasks={"Pendulum-v1": {"budgets": ["16x4"]}}, hyperparameters=settings, checkpoint_every=1000)
+    )
+    ppo, pref = config.runs()
+    args = bpref_args(pref)
+    assert (args.gymnasium, args.metaworld, args.max_ep_len) == (True, False, 200)  # Pendulum's time limit
+    model = make_prefppo(args, make_env(args, None), verbose=0)
+    assert (model.gamma, model.clip_range(1.0), model.clip_range(0.1)) == (0.9, 0.2, 0.2)  # SB3's constant clip
+    assert (model.reward_model.hidden_dim, model.reward_model.n_layers) == (32, 2)
+    assert bpref_args(ppo).clip_anneal is False and build_parser("B-Pref").parse_args([]).clip_anneal is True
+
+    result = run_grid(config, workers=1, stream=None)
+    assert result.ok, result.failed
+    record = RunRecord(str(tmp_path / pref.run_id))
+    assert record.status == FINISHED and record.data["attempts"][-1]["end_step"] >= 1500
+    # the teacher answered from Pendulum's own reward: 12 labels at the first round, then rounds of 4, up to 16
+    columns = read_csv_columns(str(tmp_path / pref.run_id / "progress.csv"))
+    assert np.nanmax(columns["reward/total_feed"]) == 16
+    with pytest.raises(ConfigError, match="Pendulum-v9"):
+        load_config(tiny_grid(tmp_path, tasks=["Pendulum-v9"]))
+
+
+def test_a_config_extends_another_and_a_task_has_its_own_teachers(tmp_path):
+    base = tiny_grid(tmp_path / "runs", tasks=["walker_walk"], teachers=["oracle"])
+    (tmp_path / "base.yaml").write_text(json.dumps(base))  # JSON is YAML
+    (tmp_path / "extra.yaml").write_text(
+        "extends: base.yaml\nname: extra\nalgorithms: [prefppo]\nseeds: [1]\n"
+        "tasks:\n  walker_walk:\n    teachers: [mistake, noisy]\n"
+    )
+    extra = load_config(str(tmp_path / "extra.yaml"))
+    assert (extra.name, extra.output_dir) == ("extra", str(tmp_path / "runs"))  # the base's folder
+    assert [run.run_id for run in extra.runs()] == [
+        "prefppo/walker_walk/mistake/20x10/seed1",
+        "prefppo/walker_walk/noisy/20x10/seed1",
+    ]
+    assert extra.runs()[0].hyperparameters == load_config(base).runs()[1].hyperparameters  # the base's settings
+    (tmp_path / "loop.yaml").write_text("extends: extra.yaml\n")
+    with pytest.raises(ConfigError, match="extends another config itself"):
+        load_config(str(tmp_path / "loop.yaml"))
+    with pytest.raises(ConfigError, match=r"missing\.yaml does not exist"):
+        load_config({**base, "extends": str(tmp_path / "missing.yaml")})

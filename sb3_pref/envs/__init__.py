@@ -9,7 +9,7 @@ imports it) and warns, with the fix, when the installed dm-control and MuJoCo do
 """
 
 from sb3_pref.envs.dmc import DMCEnv, make_dmcontrol_env, make_vec_dmcontrol_env, parse_dmcontrol_name
-from sb3_pref.envs.factory import make_benchmark_vec_env
+from sb3_pref.envs.factory import gymnasium_episode_length, is_gymnasium_env_name, make_benchmark_vec_env
 from sb3_pref.envs.metaworld import (
     MetaWorldAdapter,
     is_metaworld_env_name,
@@ -27,6 +27,8 @@ __all__ = [
     "DMCEnv",
     "MetaWorldAdapter",
     "check_mujoco_versions",
+    "gymnasium_episode_length",
+    "is_gymnasium_env_name",
     "is_metaworld_env_name",
     "make_benchmark_vec_env",
     "make_dmcontrol_env",

@@ -1,11 +1,12 @@
 """
 Helpers shared by the dm_control and Meta-World factories: optional imports with an actionable
-error, a headless OpenGL default, and the name-based dispatch between the two.
+error, a headless OpenGL default, and the name-based dispatch between them and gymnasium's own tasks.
 """
 
 import ctypes.util
 import importlib
 import os
+import re
 import sys
 from types import ModuleType
 from typing import Any, Optional, Union
@@ -62,15 +63,52 @@ def import_optional(module: str, extra: str) -> ModuleType:
         ) from error
 
 
+# gymnasium's id format, ``[namespace/]Name-vN`` (Meta-World's -v2 / -v3 names are told apart first).
+_GYMNASIUM_ID = re.compile(r"^(?:[\w.-]+/)?[\w.:-]+-v\d+$")
+
+
+def is_gymnasium_env_name(name: str) -> bool:
+    """
+    Whether a benchmark name is a task of gymnasium's own registry (``"Pendulum-v1"``), rather than a
+    dm_control ``domain_task`` or a Meta-World name.
+
+    :param name: a task name
+    :return: True for a versioned id that gymnasium has registered
+    """
+    from sb3_pref.envs.metaworld import is_metaworld_env_name
+
+    if is_metaworld_env_name(name) or not _GYMNASIUM_ID.match(name):
+        return False
+    import gymnasium
+
+    return name in gymnasium.registry
+
+
+def gymnasium_episode_length(name: str) -> int:
+    """
+    :param name: a registered gymnasium id
+    :return: its ``max_episode_steps``
+    :raises ValueError: for a task without a time limit (segments and episodes need one)
+    """
+    import gymnasium
+
+    steps = gymnasium.spec(name).max_episode_steps
+    if steps is None:
+        raise ValueError(f"{name} has no max_episode_steps: register it with a time limit to learn from its segments")
+    return int(steps)
+
+
 def make_benchmark_vec_env(name: str, n_envs: int = 1, seed: Optional[int] = 0, **kwargs: Any) -> VecEnv:
     """
     Dispatch a B-Pref style name to the matching factory, like B-Pref's ``metaworld_flag``:
-    ``metaworld_*`` / ``*-v2`` / ``*-v3`` names go to Meta-World, everything else to dm_control.
+    ``metaworld_*`` / ``*-v2`` / ``*-v3`` names go to Meta-World, other gymnasium ids (``Pendulum-v1``)
+    to SB3's ``make_vec_env``, everything else to dm_control.
 
-    :param name: e.g. ``"walker_walk"`` or ``"metaworld_button-press-topdown-v2"``
+    :param name: e.g. ``"walker_walk"``, ``"metaworld_button-press-topdown-v2"`` or ``"Pendulum-v1"``
     :param n_envs: number of environments
     :param seed: base seed, env ``i`` uses ``seed + i``
-    :param kwargs: passed on to ``make_vec_metaworld_env`` or ``make_vec_dmcontrol_env``
+    :param kwargs: passed on to ``make_vec_metaworld_env``, ``make_vec_dmcontrol_env`` or, for a
+        gymnasium id, SB3's ``make_vec_env`` (e.g. ``monitor_dir``)
     :return: the VecEnv
     """
     # Imported here because both modules import this one.
@@ -79,4 +117,8 @@ def make_benchmark_vec_env(name: str, n_envs: int = 1, seed: Optional[int] = 0, 
 
     if is_metaworld_env_name(name):
         return make_vec_metaworld_env(name, n_envs=n_envs, seed=seed, **kwargs)
+    if is_gymnasium_env_name(name):
+        from stable_baselines3.common.env_util import make_vec_env
+
+        return make_vec_env(name, n_envs=n_envs, seed=seed, **kwargs)
     return make_vec_dmcontrol_env(name, n_envs=n_envs, seed=seed, **kwargs)

@@ -22,8 +22,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 from stable_baselines3.ppo import MlpPolicy
 
 from sb3_pref import PPO_REWARD, RewardModel
-from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS
-from sb3_pref.envs import make_vec_dmcontrol_env, make_vec_metaworld_env
+from sb3_pref.envs import make_benchmark_vec_env
 
 
 @dataclass
@@ -91,8 +90,7 @@ def make_env(args: argparse.Namespace, monitor_dir: Optional[str]) -> VecEnv:
 
 def make_raw_env(args: argparse.Namespace, monitor_dir: Optional[str]) -> VecEnv:
     """The monitored envs of :func:`make_env` without ``VecNormalize`` (to load saved statistics onto)."""
-    factory = make_vec_metaworld_env if args.metaworld else make_vec_dmcontrol_env
-    return factory(args.env, n_envs=args.n_envs, seed=args.seed, monitor_dir=monitor_dir)
+    return make_benchmark_vec_env(args.env, n_envs=args.n_envs, seed=args.seed, monitor_dir=monitor_dir)
 
 
 def ppo_kwargs(
@@ -111,8 +109,9 @@ def ppo_kwargs(
         use_sde=args.use_sde,
         sde_sample_freq=args.sde_freq,
         gae_lambda=args.gae_lambda,
+        gamma=args.gamma,
         # progress_remaining goes 1 -> 0, so this is clip_init * progress_remaining, B-Pref's schedule.
-        clip_range=LinearSchedule(args.clip_init, 0.0, 1.0),
+        clip_range=LinearSchedule(args.clip_init, 0.0, 1.0) if args.clip_anneal else args.clip_init,
         n_epochs=args.n_epochs,
         verbose=verbose,
         device=device,
@@ -147,8 +146,8 @@ def make_prefppo(
         teacher_eps_skip=args.teacher_eps_skip,
         teacher_eps_equal=args.teacher_eps_equal,
         large_batch=args.re_large_batch,
-        hidden_dim=BPREF_HIDDEN_DIM,
-        n_layers=BPREF_N_LAYERS,
+        hidden_dim=args.re_hidden_dim,
+        n_layers=args.re_num_layer,
         train_dtype=args.re_train_dtype,
     )
     return PPO_REWARD(

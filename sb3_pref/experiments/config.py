@@ -4,8 +4,9 @@ A grid config (YAML or a dict) and its expansion into runs.
 A config names the algorithms, tasks, teachers, feedback budgets and seeds of a grid, plus
 hyperparameters on top of the per-task defaults (:mod:`sb3_pref.experiments.defaults`). Settings
 apply from the least to the most specific: task defaults < ``hyperparameters`` < ``algorithms.<algo>``
-< ``tasks.<task>`` < ``tasks.<task>.<algo>``. Every run is checked when the config is loaded, with
-the same checks as the example scripts' flags, so a typo fails before the first run starts.
+< ``tasks.<task>`` < ``tasks.<task>.<algo>``; a task's own ``budgets`` and ``teachers`` replace the grid's.
+A config may ``extends: other.yaml`` to take its keys. Every run is checked when the config is loaded,
+with the same checks as the example scripts' flags, so a typo fails before the first run starts.
 """
 
 import argparse
@@ -41,6 +42,7 @@ from sb3_pref.experiments.defaults import (
 from sb3_pref.experiments.flags import TEACHER_FLAGS, args_from_mapping, typed_flags
 
 TOP_LEVEL_KEYS = (
+    "extends",
     "name",
     "description",
     "output_dir",
@@ -172,7 +174,7 @@ class GridConfig:
         return [
             RunSpec(hyperparameters=dict(settings), teacher=name, teacher_params=params, budget=budget, **common)
             for budget in budgets
-            for name, params in (self.teachers or {"oracle": _preset("oracle")}).items()
+            for name, params in (task_settings.get("teachers") or self.teachers or {"oracle": _preset("oracle")}).items()
         ]
 
 
@@ -248,10 +250,7 @@ def load_config(source: Union[str, os.PathLike, Mapping[str, Any]], output_dir: 
     :return: the config; every run it expands to has been checked
     :raises ConfigError: naming the setting to change
     """
-    if isinstance(source, Mapping):
-        data, default_name = dict(source), "grid"
-    else:
-        data, default_name = _read_file(os.fspath(source)), os.path.splitext(os.path.basename(source))[0]
+    data, default_name = _source_data(source)
     unknown = set(data) - set(TOP_LEVEL_KEYS)
     if unknown:
         key = sorted(unknown)[0]
@@ -279,7 +278,9 @@ def load_config(source: Union[str, os.PathLike, Mapping[str, Any]], output_dir: 
             reasons = "; ".join(why_not(algo, task) for algo in algorithms)
             raise ConfigError(f"tasks.{task}: none of the algorithms {list(algorithms)} runs on it ({reasons})")
         task_keys = frozenset().union(*(valid_keys(algo) for algo in takers))
-        _check_keys(settings, task_keys, f"tasks.{task}", extra=("budgets", *takers))
+        _check_keys(settings, task_keys, f"tasks.{task}", extra=("budgets", "teachers", *takers))
+        if "teachers" in settings:  # this task's teachers replace the grid's
+            settings["teachers"] = _parse_teachers(settings["teachers"])
         for algo in takers:
             if algo in settings:
                 _check_keys(settings[algo], valid_keys(algo), f"tasks.{task}.{algo}")
@@ -307,6 +308,32 @@ def load_config(source: Union[str, os.PathLike, Mapping[str, Any]], output_dir: 
         seen[run.run_id] = run
         _validate_run(run)
     return config
+
+
+def _source_data(source: Union[str, os.PathLike, Mapping[str, Any]]) -> tuple[dict[str, Any], str]:
+    """The config's keys (with those of the config it ``extends``) and the grid's default name."""
+    if isinstance(source, Mapping):
+        data, default_name, folder = dict(source), "grid", None
+    else:
+        path = os.fspath(source)
+        data, default_name, folder = _read_file(path), os.path.splitext(os.path.basename(path))[0], os.path.dirname(path)
+    return (_extend(data, folder) if "extends" in data else data), default_name
+
+
+def _extend(data: dict[str, Any], folder: Optional[str]) -> dict[str, Any]:
+    """
+    A config that ``extends`` another: the other's top-level keys, each replaced whole by this one's
+    (a grid of extra runs that shares a grid's settings and output folder without repeating them).
+    """
+    base_path = str(data.pop("extends"))
+    if folder is not None and not os.path.isabs(base_path):
+        base_path = os.path.join(folder, base_path)
+    if not os.path.exists(base_path):
+        raise ConfigError(f"extends: {base_path} does not exist (a path relative to the config's folder)")
+    base = _read_file(base_path)
+    if "extends" in base:
+        raise ConfigError(f"extends: {base_path} extends another config itself; extend that one")
+    return {**base, **data}
 
 
 def _read_file(path: str) -> dict[str, Any]:

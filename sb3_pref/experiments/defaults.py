@@ -184,13 +184,16 @@ def metaworld_task(name: str) -> str:
 def task_family(task: str) -> str:
     """
     :param task: a grid task name
-    :return: ``"metaworld"`` or ``"dmc"`` (for ppo / prefppo), ``"darkroom"``, ``"bandit"`` or ``"ml1"`` (for rl2)
+    :return: ``"metaworld"``, ``"gym"`` (a gymnasium id such as ``Pendulum-v1``) or ``"dmc"`` (for ppo / prefppo),
+        ``"darkroom"``, ``"bandit"`` or ``"ml1"`` (for rl2)
     """
     if task in ("darkroom", "bandit") or task.startswith("ml1-"):
         return "ml1" if task.startswith("ml1-") else task
-    from sb3_pref.envs import is_metaworld_env_name
+    from sb3_pref.envs import is_gymnasium_env_name, is_metaworld_env_name
 
-    return "metaworld" if is_metaworld_env_name(task) else "dmc"
+    if is_metaworld_env_name(task):
+        return "metaworld"
+    return "gym" if is_gymnasium_env_name(task) else "dmc"
 
 
 def algorithm_runs_on(algo: str, task: str) -> bool:

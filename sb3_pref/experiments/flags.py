@@ -11,9 +11,16 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, NoReturn, Optional, cast
 
+from sb3_pref.common.ensemble import BPREF_HIDDEN_DIM, BPREF_N_LAYERS
 from sb3_pref.common.query import QUERY_METHODS, resolve_query_method
 from sb3_pref.common.teachers import ScriptedTeacher
-from sb3_pref.envs import is_metaworld_env_name, parse_dmcontrol_name, resolve_metaworld_name
+from sb3_pref.envs import (
+    gymnasium_episode_length,
+    is_gymnasium_env_name,
+    is_metaworld_env_name,
+    parse_dmcontrol_name,
+    resolve_metaworld_name,
+)
 
 # B-Pref's episode lengths: Meta-World tasks are cut at 500 steps, dm_control tasks run 1000.
 METAWORLD_EP_LEN, DMCONTROL_EP_LEN = 500, 1000
@@ -95,7 +102,11 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
     parser_class = _RaisingParser if raise_errors else argparse.ArgumentParser
     parser = parser_class(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     run = parser.add_argument_group("run")
-    run.add_argument("--env", default="walker_walk", help="dm_control 'domain_task' or Meta-World 'metaworld_<task>-v2'")
+    run.add_argument(
+        "--env",
+        default="walker_walk",
+        help="dm_control 'domain_task', Meta-World 'metaworld_<task>-v2' or a gymnasium id such as 'Pendulum-v1'",
+    )
     run.add_argument("--seed", type=non_negative_int, default=12345, help="seed of the envs, the policy and the teacher")
     run.add_argument("--total-timesteps", type=positive_int, default=4_000_000, help="env steps, summed over envs")
     run.add_argument(
@@ -111,7 +122,11 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
     ppo.add_argument("--n-epochs", type=positive_int, default=20, help="PPO epochs per rollout")
     ppo.add_argument("--ent-coef", type=non_negative_float, default=0.0, help="entropy bonus")
     ppo.add_argument("--gae-lambda", type=probability, default=0.92, help="GAE lambda")
+    ppo.add_argument("--gamma", type=discount, default=0.99, help="discount factor")
     ppo.add_argument("--clip-init", type=positive_float, default=0.4, help="PPO clip range, annealed linearly to 0")
+    ppo.add_argument(
+        "--clip-anneal", type=flag, default=True, help="anneal the clip range to 0 as B-Pref does (0: SB3's constant clip)"
+    )
     ppo.add_argument("--num-layer", type=positive_int, default=3, help="hidden layers of the policy and value nets")
     ppo.add_argument("--hidden-dim", type=positive_int, default=256, help="width of those layers")
     ppo.add_argument("--use-sde", type=flag, default=True, help="generalized state-dependent exploration (0/1)")
@@ -140,6 +155,10 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
         default="disagreement",
         help="query selection: " + ", ".join(f"{i}={name}" for i, name in enumerate(QUERY_METHODS)),
     )
+    reward.add_argument(
+        "--re-hidden-dim", type=positive_int, default=BPREF_HIDDEN_DIM, help="width of the reward model's hidden layers"
+    )
+    reward.add_argument("--re-num-layer", type=positive_int, default=BPREF_N_LAYERS, help="hidden layers of the reward model")
     reward.add_argument("--re-large-batch", type=positive_int, default=10, help="candidate pairs drawn per kept query")
     reward.add_argument(
         "--re-schedule",
@@ -179,7 +198,7 @@ def parse_args(
     :param argv: the arguments (default: ``sys.argv[1:]``)
     :param learns_reward: check the reward-learning flags against each other too (a script that
         ignores them should not fail on them)
-    :return: the namespace, with ``metaworld`` and ``max_ep_len`` added and every ``teacher_*`` set
+    :return: the namespace, with ``metaworld``, ``gymnasium`` and ``max_ep_len`` added and every ``teacher_*`` set
     """
     args = parser.parse_args(argv)
     _resolve_teacher(args)
@@ -192,18 +211,21 @@ def parse_args(
 
 def check_args(args: argparse.Namespace, learns_reward: bool = True) -> None:
     """
-    Set ``args.metaworld`` and ``args.max_ep_len``, and check the flags against each other.
+    Set ``args.metaworld``, ``args.gymnasium`` and ``args.max_ep_len``, and check the flags against each other.
 
     :param args: parsed flags
     :param learns_reward: check the reward-learning flags too
     :raises ValueError: naming the flag to change
     """
     args.metaworld = is_metaworld_env_name(args.env)
+    args.gymnasium = is_gymnasium_env_name(args.env)
     args.max_ep_len = METAWORLD_EP_LEN if args.metaworld else DMCONTROL_EP_LEN
     try:
         # Checked here so that a typo fails in a second, not after n_envs envs were built.
         if args.metaworld:
             resolve_metaworld_name(args.env)
+        elif args.gymnasium:
+            args.max_ep_len = gymnasium_episode_length(args.env)
         else:
             parse_dmcontrol_name(args.env)
     except (ValueError, ImportError) as error:
