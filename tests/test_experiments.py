@@ -436,6 +436,9 @@ def test_a_gymnasium_task_runs_in_a_grid_with_sb3_style_settings(tmp_path):
     # the teacher answered from Pendulum's own reward: 12 labels at the first round, then rounds of 4, up to 16
     columns = read_csv_columns(str(tmp_path / pref.run_id / "progress.csv"))
     assert np.nanmax(columns["reward/total_feed"]) == 16
+    # closed by a deterministic evaluation, what a user of the model gets (Pendulum's returns lie in [-1700, 0])
+    final = record.data["final"]
+    assert final["eval_episodes"] == 10 and -1700 < final["eval_return"] <= 0 and final["eval_cpu_time"] > 0
     with pytest.raises(ConfigError, match="Pendulum-v9"):
         load_config(tiny_grid(tmp_path, tasks=["Pendulum-v9"]))
 

@@ -8,6 +8,7 @@ are deleted. A run that is not ``finished`` is resumed from its newest readable 
 ``finished`` run is never touched again.
 """
 
+import argparse
 import os
 import shutil
 import sys
@@ -119,9 +120,43 @@ def _build_bpref(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Checkpoin
     return algorithm.load(checkpoint.model, env=env, device="cpu")
 
 
+#: episodes of the deterministic evaluation that closes a ppo / prefppo run
+EVAL_EPISODES = 10
+
+
 def _finish_bpref(model: BaseAlgorithm, spec: RunSpec, run_dir: str) -> dict[str, Any]:
     save_outputs(model, run_dir)
-    return {}
+    return evaluate_final_policy(model, bpref_args(spec))
+
+
+def evaluate_final_policy(model: BaseAlgorithm, args: argparse.Namespace, episodes: int = EVAL_EPISODES) -> dict[str, Any]:
+    """
+    What a user of the trained model gets: SB3's ``evaluate_policy`` (deterministic actions) on a fresh
+    env seeded ``seed + 10000``, through the run's frozen ``VecNormalize`` statistics when it has them.
+    Training returns, the grid's score, come from the exploring policy and can sit far below this.
+
+    :param model: the trained model
+    :param args: the run's flags
+    :param episodes: episodes to average
+    :return: ``eval_return``, ``eval_return_std``, ``eval_episodes`` and ``eval_cpu_time`` (CPU seconds
+        of the evaluation, which the run's ``cpu_time`` includes)
+    """
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecNormalize, sync_envs_normalization
+
+    started = time.process_time()
+    env: VecEnv = make_raw_env(argparse.Namespace(**{**vars(args), "n_envs": 1, "seed": args.seed + 10_000}), None)
+    if model.get_vec_normalize_env() is not None:
+        env = VecNormalize(env, training=False, norm_reward=False)
+        sync_envs_normalization(cast(VecEnv, model.get_env()), env)
+    mean, std = evaluate_policy(model, env, n_eval_episodes=episodes, deterministic=True)
+    env.close()
+    return {
+        "eval_return": float(mean),
+        "eval_return_std": float(std),
+        "eval_episodes": episodes,
+        "eval_cpu_time": round(time.process_time() - started, 2),
+    }
 
 
 def _kind(spec: RunSpec) -> tuple[Any, Any]:
