@@ -9,8 +9,9 @@ steps, batch 64, 10 epochs, lr 2e-3, entropy 0.01, clip 0.1, gae 0.95, gamma 0.9
 same env steps and the same number of oracle comparisons. imitation keeps its tutorial's reward net
 (``BasicRewardNet`` with ``RunningNorm``), fragments of 100 steps, 5 iterations on a hyperbolic query
 schedule, 3 reward epochs (x4 on the first). ``PPO_REWARD`` keeps the defaults of ``RewardModel`` and
-of its reward schedule; its queries come in 5 rounds of equal size; it pretrains on state entropy for
-one rollout. The score is the mean true return of the final policy over 10 deterministic episodes::
+of its reward schedule; half its queries come at the first round, the rest in 4 equal rounds, one per
+rollout; it pretrains on state entropy for one rollout. The score is the mean true return of the final
+policy over 10 deterministic episodes::
 
     /work/venvs/imitation/bin/python benchmarks/peer_imitation.py run --library imitation --env Pendulum-v1 --seed 0
     python benchmarks/peer_imitation.py run --library sb3_pref --env Pendulum-v1 --seed 0
@@ -102,14 +103,18 @@ def run_sb3_pref(env_id: str, seed: int, steps: int, comparisons: int) -> Any:
     from sb3_pref.common.reward_model import RewardModel
 
     venv = make_vec_env(env_id, n_envs=N_ENVS, seed=seed)
-    per_round = comparisons // ITERATIONS
+    # The README demo's schedule: half the comparisons at the first round, the rest over the next rounds,
+    # one round per rollout (imitation front-loads too: 10% at once, then a hyperbolic schedule).
+    first = comparisons // 2
+    per_round = (comparisons - first) // (ITERATIONS - 1)
+    reward_model = RewardModel(venv.observation_space, venv.action_space, mb_size=per_round, initial_mb_size=first, seed=seed)
     model = PPO_REWARD(
         "MlpPolicy",
         venv,
-        reward_model=RewardModel(venv.observation_space, venv.action_space, mb_size=per_round, seed=seed),
+        reward_model=reward_model,
         teacher="oracle",
         max_feed=comparisons,
-        num_interaction=steps // ITERATIONS,
+        num_interaction=N_ENVS * PPO_SETTINGS["n_steps"],
         unsuper_step=N_ENVS * PPO_SETTINGS["n_steps"],
         unsuper_n_epochs=PPO_SETTINGS["n_epochs"],
         policy_kwargs=dict(net_arch=[32, 32]),
