@@ -9,8 +9,9 @@ quality_teachers.yaml (the committed copies in benchmarks/results/quality/runs, 
 A run's score is the grid report's: the mean of the last 10% of its logged training returns
 (``rollout/ep_rew_mean``, the true reward, which the PPO_REWARD policy never sees). Scores are
 normalised by the mean score of PPO on the true reward on the same task, as B-Pref does; Pendulum-v1's
-returns are negative, so there (and in the stricter column everywhere) a score is normalised as
-``(R - R_random) / (R_PPO - R_random)`` with a uniform random policy's return.
+returns are negative, so there a score is normalised as ``(R - R_random) / (R_PPO - R_random)`` with a
+uniform random policy's return. Each run also ends with a deterministic evaluation (10 episodes, SB3's
+``evaluate_policy``), what a user of the trained model gets, normalised the same way.
 """
 
 import argparse
@@ -39,9 +40,10 @@ def random_return(task: str, episodes: int = 10, seed: int = 0) -> float:
 
         env = make_benchmark_vec_env(task, n_envs=1, seed=seed)
         env.action_space.seed(seed)
-        returns, total, obs = [], 0.0, env.reset()
+        returns, total = [], 0.0
+        env.reset()
         while len(returns) < episodes:
-            obs, reward, done, _ = env.step(np.array([env.action_space.sample()]))
+            _, reward, done, _ = env.step(np.array([env.action_space.sample()]))
             total += float(reward[0])
             if done[0]:
                 returns.append(total)
@@ -69,6 +71,21 @@ def score_at(run: RunResult, share: float) -> float:
     return float(values[keep][-1]) if keep.any() else float("nan")
 
 
+def final_value(run: RunResult, key: str) -> float:
+    """A value of the run's ``final`` record (``eval_return``...), NaN when the run has none."""
+    return float(RunRecord(run.run_dir).data.get("final", {}).get(key, np.nan))
+
+
+def training_cpu(run: RunResult) -> float:
+    """CPU seconds of the run without its closing evaluation."""
+    return float(RunRecord(run.run_dir).data.get("cpu_time", np.nan)) - np.nan_to_num(final_value(run, "eval_cpu_time"))
+
+
+def normalised(scores: np.ndarray, ppo_mean: float, rand: float) -> np.ndarray:
+    """B-Pref's ratio to PPO; anchored at the random return where PPO's return is not positive."""
+    return scores / ppo_mean if ppo_mean > 0 else (scores - rand) / (ppo_mean - rand)
+
+
 def _cell(values: np.ndarray) -> str:
     values = values[np.isfinite(values)]
     if values.size == 0:
@@ -83,33 +100,39 @@ def tables(runs: list[RunResult]) -> str:
     for run in runs:
         by_task[run.spec.task][setting(run)].append(run)
     lines = [
-        "| task | steps | PPO (true reward) | PPO_REWARD, labels | score / PPO | strict | at half the steps | CPU / PPO |",
+        "| task | steps | PPO: training / evaluation return | labels | training score / PPO | evaluation / PPO "
+        "| training score / PPO at half the steps | CPU / PPO |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    teacher_lines = ["| task | teacher, labels | seeds | score / PPO | strict | CPU / PPO |", "|---|---|---|---|---|---|"]
+    teacher_lines = [
+        "| task | teacher, labels | seeds | score / PPO | evaluation / PPO | CPU / PPO |",
+        "|---|---|---|---|---|---|",
+    ]
     for task in [t for t in TASKS if t in by_task] + sorted(set(by_task) - set(TASKS)):
         groups = by_task[task]
         if "ppo" not in groups:
             continue
         ppo = np.array([final_score(run.columns, RETURN_KEY) for run in groups["ppo"]])
+        ppo_eval = np.array([final_value(run, "eval_return") for run in groups["ppo"]])
         ppo_half = np.nanmean([score_at(run, 0.5) for run in groups["ppo"]])
-        ppo_cpu = np.mean([RunRecord(run.run_dir).data.get("cpu_time", np.nan) for run in groups["ppo"]])
+        ppo_cpu = np.mean([training_cpu(run) for run in groups["ppo"]])
         rand = random_return(task)
         steps = groups["ppo"][0].spec.total_timesteps
         for name in sorted((g for g in groups if g != "ppo"), key=lambda g: (g.split()[0] != "oracle", g)):
             pref = groups[name]
             scores = np.array([final_score(run.columns, RETURN_KEY) for run in pref])
+            evals = np.array([final_value(run, "eval_return") for run in pref])
             half = np.array([score_at(run, 0.5) for run in pref])
-            cpu = np.mean([RunRecord(run.run_dir).data.get("cpu_time", np.nan) for run in pref]) / ppo_cpu
-            ratio = scores / ppo.mean() if ppo.mean() > 0 else (scores - rand) / (ppo.mean() - rand)
-            strict = (scores - rand) / (ppo.mean() - rand)
+            cpu = np.mean([training_cpu(run) for run in pref]) / ppo_cpu
+            ratio, eval_ratio = normalised(scores, ppo.mean(), rand), normalised(evals, np.nanmean(ppo_eval), rand)
             if name.startswith("oracle"):
-                half_ratio = (half - rand) / (ppo_half - rand)
+                half_ratio = normalised(half, ppo_half, rand)
                 lines.append(
-                    f"| {task} | {steps // 1000}k | {iqm(ppo):.1f} (n={len(ppo)}) | {name.split()[1]} (n={len(scores)}) "
-                    f"| {_cell(ratio)} | {_cell(strict)} | {_cell(half_ratio)} | {cpu:.2f} |"
+                    f"| {task} | {steps // 1000}k | {iqm(ppo):.1f} / {iqm(ppo_eval):.1f} (n={len(ppo)}) "
+                    f"| {name.split()[1]} (n={len(scores)}) | {_cell(ratio)} | {_cell(eval_ratio)} | {_cell(half_ratio)} "
+                    f"| {cpu:.2f} |"
                 )
-            teacher_lines.append(f"| {task} | {name} | {len(scores)} | {_cell(ratio)} | {_cell(strict)} | {cpu:.2f} |")
+            teacher_lines.append(f"| {task} | {name} | {len(scores)} | {_cell(ratio)} | {_cell(eval_ratio)} | {cpu:.2f} |")
     return "\n".join(lines) + "\n\n" + "\n".join(teacher_lines) + "\n"
 
 
