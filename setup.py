@@ -23,8 +23,9 @@ extras = {
     "human": ["flask>=2.2", "imageio>=2.20", "imageio-ffmpeg>=0.4.9", "pillow>=9", "pygame-ce>=2.1.3"],
 }
 extras["all"] = sorted({dep for deps in extras.values() for dep in deps})
-# RL Zoo (python -m rl_zoo3.train --algo ppo_reward): its release matches SB3's.
-extras["zoo"] = ["rl_zoo3>=2.4", "pyyaml>=5.4"]
+# RL Zoo (python -m rl_zoo3.train --algo ppo_reward): its release matches SB3's. pandas: the report that
+# -optimize writes after its trials (optuna's trials_dataframe), which rl_zoo3 does not require itself.
+extras["zoo"] = ["rl_zoo3>=2.4", "pyyaml>=5.4", "pandas>=1.5"]
 # Grid runner: YAML configs, plots, and Ray for clusters (kept out of "all": Ray is a large install).
 extras["experiments"] = ["pyyaml>=5.4", "matplotlib>=3.5", "ray>=2.9"]
 extras["docs"] = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"]
@@ -56,7 +57,9 @@ setup(
         "packaging>=20",
     ],
     extras_require=extras,
-    license="MIT",
+    # SPDX expression (PEP 639), which replaces the license classifier; needs setuptools>=77 (pyproject.toml).
+    license_expression="MIT",
+    license_files=["LICENSE"],
     project_urls={
         "Stable-Baselines3": "https://github.com/DLR-RM/stable-baselines3",
         "B-Pref (original code)": "https://github.com/rll-research/BPref",
@@ -66,7 +69,6 @@ setup(
     classifiers=[
         "Development Status :: 3 - Alpha",
         "Intended Audience :: Science/Research",
-        "License :: OSI Approved :: MIT License",
         "Operating System :: OS Independent",
         "Programming Language :: Python :: 3",
         "Programming Language :: Python :: 3 :: Only",

@@ -14,9 +14,11 @@ file, ``progress.csv``, and at the end ``model.zip``, ``replay_buffer.pkl``, ``r
 ``preferences.npz``.
 """
 
+import argparse
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Optional
 
@@ -24,7 +26,27 @@ from stable_baselines3.common.logger import configure
 
 from sb3_pref import SAC_REWARD
 from sb3_pref.envs import make_benchmark_vec_env
-from sb3_pref.experiments.pebble import make_pebble, parse_overrides
+from sb3_pref.experiments.pebble import PEBBLE_DEFAULTS, PEBBLE_TASKS, make_pebble, parse_overrides
+
+
+def settings_help() -> str:
+    """:return: every setting with its default, then each task's own settings, for ``--help``"""
+    lines = ["settings, as key=default:"]
+    lines += [f"  {key}={value}" for key, value in PEBBLE_DEFAULTS.items()]
+    lines += ["", "the task's B-Pref script replaces some defaults (env=TASK selects them):"]
+    for task, settings in PEBBLE_TASKS.items():
+        replaced = " ".join(f"{key}={value}" for key, value in settings.items() if key != "budgets")
+        lines += textwrap.wrap(replaced, width=100, initial_indent=f"  env={task}: ", subsequent_indent="      ")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """:return: the command line: B-Pref's ``key=value`` overrides, and ``--help`` listing them"""
+    parser = argparse.ArgumentParser(
+        description=__doc__, epilog=settings_help(), formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="a setting of the list below")
+    return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> SAC_REWARD:
@@ -32,7 +54,11 @@ def main(argv: Optional[Sequence[str]] = None) -> SAC_REWARD:
     :param argv: ``key=value`` overrides (default: ``sys.argv[1:]``)
     :return: the trained model
     """
-    config = parse_overrides(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        config = parse_overrides(parser.parse_args(argv).overrides)
+    except ValueError as error:
+        parser.error(str(error))
     run_dir = os.path.join("runs", "PEBBLE", config["env"], f"seed{config['seed']}")
     os.makedirs(run_dir, exist_ok=True)
     with open(os.path.join(run_dir, "config.json"), "w") as handle:

@@ -26,7 +26,7 @@ from sb3_pref.envs import (
     resolve_metaworld_name,
 )
 from sb3_pref.envs.dmc import _episode_end_flags
-from sb3_pref.envs.factory import import_optional
+from sb3_pref.envs.factory import import_optional, install_hint
 
 pytest.importorskip("dm_control")
 pytest.importorskip("metaworld")
@@ -86,8 +86,14 @@ def test_metaworld_names() -> None:
 
 
 def test_optional_imports() -> None:
-    with pytest.raises(ImportError, match=r"pip install sb3_pref\[dmc\]"):
+    # sb3_pref is not on PyPI: the hint names the install from a checkout and the extra's own packages (issue 26).
+    with pytest.raises(ImportError) as error:
         import_optional("sb3_pref_missing_package.suite", "dmc")
+    assert str(error.value) == (
+        "sb3_pref_missing_package.suite is not installed, and these environments need it: pip install -e '.[dmc]' "
+        "in a checkout of sb3-pref, or pip install 'dm-control==1.0.28' 'mujoco==3.3.0'"
+    )
+    assert install_hint("no-such-extra") == "pip install -e '.[no-such-extra]' in a checkout of sb3-pref"
     # dm_control and Meta-World are only imported when an env is created.
     code = "import sys, sb3_pref.envs; print(sorted({'dm_control', 'metaworld', 'mujoco'} & set(sys.modules)))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -235,7 +235,7 @@ def test_a_run_held_by_another_process_is_left_alone(tmp_path):
 
 
 def test_local_and_ray_backends_give_the_same_results(tmp_path):
-    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'sb3_pref[experiments]')")
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[experiments]')")
     from sb3_pref.experiments.backends import RayBackend
 
     begin = time.monotonic()

@@ -112,7 +112,7 @@ def test_mypy_is_clean_on_the_typed_packages():
     import subprocess
     import sys
 
-    pytest.importorskip("mypy", reason="pip install sb3_pref[tests]")
+    pytest.importorskip("mypy", reason="pip install -e '.[tests]'")
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     packages = [flag for package in MYPY_CLEAN_PACKAGES for flag in ("-p", package)]
     result = subprocess.run(

@@ -1,6 +1,7 @@
 """RL Zoo: ``ppo_reward`` trained from YAML and replayed with ``enjoy`` through our entry points, and the shipped YAML."""
 
 import inspect
+import json
 import os
 import subprocess
 import sys
@@ -8,7 +9,7 @@ import sys
 import pytest
 
 yaml = pytest.importorskip("yaml")
-pytest.importorskip("rl_zoo3", reason="pip install sb3_pref[zoo]")
+pytest.importorskip("rl_zoo3", reason="pip install -e '.[zoo]'")
 
 from sb3_pref import PPO_REWARD, RewardModel  # noqa: E402
 from sb3_pref.zoo import HYPERPARAMS_FILE, convert_ppo_reward_params, register, with_default_config  # noqa: E402
@@ -42,9 +43,7 @@ PENDULUM = {
 
 def _zoo(module: str, *args: str, cwd) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_train_from_yaml_then_enjoy_on_pendulum(tmp_path):
@@ -107,3 +106,71 @@ def test_registration_and_default_config():
         assert set(params) <= set(inspect.signature(PPO_REWARD).parameters)
         # What a later run reads back from the trial's raw parameters gives the same arguments.
         assert convert_ppo_reward_params(dict(trial.params)).keys() == params.keys()
+
+
+# What rl_zoo3 writes once the trials of -optimize are done (ExperimentManager.hyperparameters_optimization),
+# run in a fresh interpreter so that the modules it imports can be listed.
+OPTIMIZATION_REPORT = """
+import json, sys
+import optuna
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=0))
+study.optimize(lambda trial: trial.suggest_float("learning_rate", 1e-5, 1e-3, log=True), n_trials=3)
+before = set(sys.modules)
+study.trials_dataframe().to_csv(sys.argv[1])
+print(json.dumps(sorted({name.split(".")[0] for name in set(sys.modules) - before})))
+"""
+
+
+def _installed_closure(names: set[str]) -> tuple[set[str], set[str]]:
+    """
+    :return: the installed distributions among ``names`` and all that they require (canonical names), and the
+        optional dependencies (behind an extra) that those declare: a package may import these where installed
+    """
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    required: set[str] = set()
+    optional: set[str] = set()
+    todo = [canonicalize_name(name) for name in names]
+    while todo:
+        name = todo.pop()
+        if name in required:
+            continue
+        try:
+            lines = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        required.add(name)
+        for requirement in map(Requirement, lines):
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(canonicalize_name(requirement.name))
+            else:
+                optional.add(canonicalize_name(requirement.name))
+    return required, optional
+
+
+def test_zoo_extra_brings_what_the_optimization_report_imports(tmp_path, setup_metadata):
+    """``-optimize`` ran its trials, then crashed writing the report (issue 26: ImportError pandas)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    from rl_zoo3.exp_manager import ExperimentManager
+
+    assert ".trials_dataframe().to_csv(" in inspect.getsource(ExperimentManager.hyperparameters_optimization)
+    report = tmp_path / "report.csv"
+    result = subprocess.run([sys.executable, "-c", OPTIMIZATION_REPORT, str(report)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(report.read_text().splitlines()) == 1 + 3  # a header and one row per trial
+    # Every package the report imported comes with the [zoo] extra (or sb3_pref itself), not by chance.
+    requirements = [Requirement(line) for line in setup_metadata.requires or []]
+    zoo = {r.name for r in requirements if r.marker is None or r.marker.evaluate({"extra": "zoo"})}
+    packages = metadata.packages_distributions()
+    imported = {canonicalize_name(dist) for module in json.loads(result.stdout) for dist in packages.get(module, [])}
+    required, optional = _installed_closure(zoo)
+    assert "pandas" in imported and "pandas" in required
+    assert imported <= required | optional, imported - required - optional

@@ -14,6 +14,21 @@
 
 set -euo pipefail
 
+# comment_block FILE: the comment lines at the top of FILE (after its shebang), without their "# ".
+comment_block() {
+    awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$1"
+}
+
+# --help: what the calling script runs, then the knobs above; the seeds would otherwise take "--help" as one.
+for arg in "$@"; do
+    if [[ "$arg" == "-h" || "$arg" == "--help" ]]; then
+        comment_block "$0"
+        echo
+        comment_block "${BASH_SOURCE[0]}" | tail -n +3
+        exit 0
+    fi
+done
+
 EXAMPLES_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BPREF_SEEDS="12345 23451 34512 45123 51234 67890 78906 89067 90678 6789"
 SEEDS="${*:-$BPREF_SEEDS}"

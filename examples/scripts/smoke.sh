@@ -3,6 +3,10 @@
 # end (a few minutes on one core). Outputs go to a temporary folder, removed unless KEEP=1.
 #   examples/scripts/smoke.sh
 set -euo pipefail
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+    awk 'NR == 1 && /^#!/ { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
+    exit 0
+fi
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 EXAMPLES_DIR="$(dirname "$HERE")"

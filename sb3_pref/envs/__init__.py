@@ -1,7 +1,7 @@
 """
 Benchmark environments of B-Pref (dm_control and Meta-World) for SB3. dm_control and Meta-World
-are optional: they are imported only when an environment is created
-(``pip install sb3_pref[dmc]`` / ``pip install sb3_pref[metaworld]``).
+are optional: they are imported only when an environment is created (the ``dmc`` and ``metaworld`` extras:
+``pip install -e ".[dmc,metaworld]"`` in a checkout; sb3_pref is not on PyPI yet).
 
 Importing this package registers the tasks' gymnasium ids under B-Pref's names (``gym.make("walker_walk")``,
 ``gym.make("metaworld_button-press-topdown-v2")``; see :mod:`sb3_pref.envs.registration`; ``import sb3_pref``

@@ -8,6 +8,7 @@ import importlib
 import os
 import re
 import sys
+from importlib import metadata
 from types import ModuleType
 from typing import Any, Optional, Union
 
@@ -41,6 +42,32 @@ def select_headless_gl_backend() -> None:
         os.environ["MUJOCO_GL"] = "osmesa"
 
 
+def install_hint(extra: str) -> str:
+    """
+    How to install an extra of sb3_pref. sb3_pref is not on PyPI yet, so ``pip install sb3_pref[extra]``
+    fails: the hint names the install from a checkout and, where sb3_pref's metadata is installed, the
+    extra's own packages, which install anywhere.
+
+    :param extra: an extra of sb3_pref, e.g. ``"dmc"``
+    :return: e.g. ``pip install -e '.[dmc]' in a checkout of sb3-pref, or pip install 'dm-control==1.0.28' 'mujoco==3.3.0'``
+    """
+    hint = f"pip install -e '.[{extra}]' in a checkout of sb3-pref"
+    try:
+        from packaging.requirements import Requirement
+
+        lines = metadata.requires("sb3_pref") or []
+    except (ImportError, metadata.PackageNotFoundError):  # run from a source tree that was never installed
+        return hint
+    packages = []
+    for line in lines:
+        requirement = Requirement(line)
+        marker, requirement.marker = requirement.marker, None
+        # The extra's own lines: their marker holds for this extra and not without one.
+        if marker is not None and marker.evaluate({"extra": extra}) and not marker.evaluate({"extra": ""}):
+            packages.append(f"'{requirement}'")
+    return f"{hint}, or pip install {' '.join(packages)}" if packages else hint
+
+
 def import_optional(module: str, extra: str) -> ModuleType:
     """
     Import a dependency that only one family of environments needs.
@@ -48,7 +75,7 @@ def import_optional(module: str, extra: str) -> ModuleType:
     :param module: the module to import, e.g. ``"dm_control.suite"``
     :param extra: the ``sb3_pref`` extra that installs it, e.g. ``"dmc"``
     :return: the imported module
-    :raises ImportError: naming the extra to install when the package itself is missing
+    :raises ImportError: naming an install that works when the package itself is missing
     """
     select_headless_gl_backend()
     try:
@@ -57,10 +84,7 @@ def import_optional(module: str, extra: str) -> ModuleType:
         # Only rewrite the message when the package itself is absent, not one of its own imports.
         if error.name is None or module.split(".")[0] != error.name.split(".")[0]:
             raise
-        raise ImportError(
-            f"{module} is not installed: install it with `pip install sb3_pref[{extra}]` "
-            f"(or `pip install 'sb3_pref[all]'`) to use these environments."
-        ) from error
+        raise ImportError(f"{module} is not installed, and these environments need it: {install_hint(extra)}") from error
 
 
 # gymnasium's id format, ``[namespace/]Name-vN`` (Meta-World's -v2 / -v3 names are told apart first).

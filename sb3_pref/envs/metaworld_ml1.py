@@ -22,6 +22,7 @@ from typing import Any, Literal, Optional
 import gymnasium as gym
 import numpy as np
 
+from sb3_pref.envs.factory import install_hint
 from sb3_pref.envs.trial import TrialWrapper
 
 
@@ -29,7 +30,7 @@ def _import_metaworld() -> Any:
     try:
         import metaworld
     except ImportError as error:
-        raise ImportError("Meta-World is not installed: pip install 'sb3_pref[metaworld]'") from error
+        raise ImportError(f"Meta-World is not installed: {install_hint('metaworld')}") from error
     return metaworld
 
 

@@ -11,9 +11,15 @@ Registered when :mod:`sb3_pref` is imported (``import sb3_pref`` is enough, and 
   ``metaworld_<task>-v2``; Meta-World 3 renamed the same tasks ``-v3``), created as B-Pref trains on
   them by :func:`~sb3_pref.envs.metaworld.make_metaworld_env`.
 
-The task lists are written out here so that registering imports neither dm_control nor Meta-World
-(both optional and slow to import); ``tests/test_registration.py`` checks them against the packages.
-Registering never overrides an id that something else registered first.
+Each id carries the task's real episode length as ``max_episode_steps`` (1000 for the dm_control tasks, none
+for LQR's; 500 for Meta-World), so that gymnasium, SB3 and RL Zoo read it from the spec. ``gym.make`` then
+adds a ``TimeLimit`` at the step where the env truncates by itself: the episode still ends once, at that
+step. (``gym.make(id, environment_kwargs={"time_limit": ...})`` changes the env's own limit only: pass the
+matching ``max_episode_steps`` with it.)
+
+The task lists and lengths are written out here so that registering imports neither dm_control nor
+Meta-World (both optional and slow to import); ``tests/test_registration.py`` checks them against the
+packages. Registering never overrides an id that something else registered first.
 """
 
 import gymnasium as gym
@@ -41,6 +47,11 @@ DMC_TASKS: tuple[tuple[str, str], ...] = (
     *[("walker", task) for task in ("run", "stand", "walk")],
 )
 
+#: dm_control's step limit (time limit / control timestep) of every suite task but those of the domains below
+DMC_MAX_EPISODE_STEPS = 1000
+#: domains whose tasks run without a time limit (dm_control's LQR: ``time_limit=inf``)
+DMC_UNLIMITED_DOMAINS: tuple[str, ...] = ("lqr",)
+
 #: Meta-World 3 task names without their ``-v3`` suffix (``metaworld.env_dict.ALL_V3_ENVIRONMENTS``)
 METAWORLD_TASKS: tuple[str, ...] = tuple(
     """assembly basketball bin-picking box-close button-press-topdown button-press-topdown-wall button-press
@@ -50,6 +61,10 @@ METAWORLD_TASKS: tuple[str, ...] = tuple(
     pick-place-wall plate-slide-back-side plate-slide-back plate-slide-side plate-slide push-back push push-wall
     reach reach-wall shelf-place soccer stick-pull stick-push sweep-into sweep window-close window-open""".split()
 )
+
+
+#: Meta-World's ``max_path_length``, the episode length that ``make_metaworld_env`` keeps by default
+METAWORLD_MAX_EPISODE_STEPS = 500
 
 
 def dmc_env_id(domain: str, task: str) -> str:
@@ -72,8 +87,12 @@ def register_benchmark_envs() -> list[str]:
     for domain, task in DMC_TASKS:
         env_id = dmc_env_id(domain, task)
         if env_id not in gym.registry:
-            # The episode ends at the task's own time limit (truncated), so no TimeLimit is added.
-            gym.register(env_id, entry_point="sb3_pref.envs.dmc:DMCEnv", kwargs={"domain_name": domain, "task_name": task})
+            gym.register(
+                env_id,
+                entry_point="sb3_pref.envs.dmc:DMCEnv",
+                kwargs={"domain_name": domain, "task_name": task},
+                max_episode_steps=None if domain in DMC_UNLIMITED_DOMAINS else DMC_MAX_EPISODE_STEPS,
+            )
             registered.append(env_id)
     for task in METAWORLD_TASKS:
         env_id = metaworld_env_id(task)
@@ -83,7 +102,7 @@ def register_benchmark_envs() -> list[str]:
                 env_id,
                 entry_point="sb3_pref.envs.metaworld:make_metaworld_env",
                 kwargs={"name": env_id, "seed": None},
-                max_episode_steps=None,
+                max_episode_steps=METAWORLD_MAX_EPISODE_STEPS,
             )
             registered.append(env_id)
     return registered

@@ -7,7 +7,7 @@ PrefPPO and RL2, run on local processes or on Ray, resumable, and turned into fi
     result = run_grid("benchmarks/grid_smoke.yaml")      # python -m sb3_pref.experiments run ...
     write_report(result.output_dir)                       # python -m sb3_pref.experiments report ...
 
-``pip install 'sb3_pref[experiments]'`` adds what it needs (PyYAML, Ray for ``backend="ray"``).
+``pip install -e '.[experiments]'`` in a checkout adds what it needs (PyYAML, Ray for ``backend="ray"``).
 """
 
 from sb3_pref.experiments.config import Budget, ConfigError, GridConfig, RunSpec, load_config

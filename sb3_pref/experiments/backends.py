@@ -158,7 +158,9 @@ class RayBackend(Backend):
         try:
             import ray
         except ImportError as error:
-            raise ImportError("the ray backend needs Ray: pip install 'sb3_pref[experiments]' (or pip install ray)") from error
+            from sb3_pref.envs.factory import install_hint
+
+            raise ImportError(f"the ray backend needs Ray: {install_hint('experiments')}") from error
         self._ray = ray
         self._started_here = not ray.is_initialized()
         if self._started_here:

@@ -348,7 +348,9 @@ def _read_file(path: str) -> dict[str, Any]:
         try:
             import yaml
         except ImportError as error:
-            raise ImportError("reading YAML configs needs PyYAML: pip install 'sb3_pref[experiments]'") from error
+            from sb3_pref.envs.factory import install_hint
+
+            raise ImportError(f"reading YAML configs needs PyYAML: {install_hint('experiments')}") from error
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as error:

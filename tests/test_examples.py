@@ -1,0 +1,81 @@
+"""Every example answers ``--help`` with its options and exits 0, without starting a run."""
+
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sb3_pref.experiments.pebble import PEBBLE_DEFAULTS, PEBBLE_TASKS
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON_EXAMPLES = sorted(glob.glob(os.path.join(REPO, "examples", "*.py")))
+# common.sh is sourced by the grid scripts, not run.
+SHELL_EXAMPLES = [
+    path for path in sorted(glob.glob(os.path.join(REPO, "examples", "scripts", "*.sh"))) if not path.endswith("common.sh")
+]
+PEBBLE = os.path.join(REPO, "examples", "train_PEBBLE.py")
+BAD_PEBBLE_OVERRIDE = (sys.executable, PEBBLE, "max_feedback")
+
+
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory) -> dict[tuple[str, ...], tuple[int, str, str, list[str]]]:
+    """
+    Each example run with ``--help``, each in its own process, all at once (each spends seconds importing torch).
+
+    :return: ``{command: (exit code, stdout, stderr, what the command left in its working folder)}``
+    """
+    commands = [(sys.executable, path, "--help") for path in PYTHON_EXAMPLES]
+    commands += [("bash", path, "--help") for path in SHELL_EXAMPLES] + [BAD_PEBBLE_OVERRIDE]
+    path = os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
+    folders = [tmp_path_factory.mktemp("cwd") for _ in commands]
+    processes = [
+        subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for command, folder in zip(commands, folders)
+    ]
+    results = {}
+    for command, folder, process in zip(commands, folders, processes):
+        stdout, stderr = process.communicate(timeout=600)
+        results[command] = (process.returncode, stdout, stderr, os.listdir(folder))
+    return results
+
+
+def test_every_example_is_covered():
+    names = {os.path.basename(path) for path in PYTHON_EXAMPLES + SHELL_EXAMPLES}
+    assert {"train_PEBBLE.py", "train_PrefPPO.py", "quickstart.py", "run_walker_walk.sh", "smoke.sh"} <= names
+
+
+@pytest.mark.parametrize("path", PYTHON_EXAMPLES, ids=os.path.basename)
+def test_python_example_answers_help(path, answers):
+    returncode, stdout, stderr, left = answers[(sys.executable, path, "--help")]
+    assert returncode == 0 and "Traceback" not in stderr, stderr[-3000:]
+    assert stdout.startswith("usage: ") and "-h, --help" in stdout
+    assert left == []  # nothing ran
+
+
+def test_train_pebble_help_lists_bpref_settings_with_their_defaults(answers):
+    # It ended in a ValueError traceback (issue 26): its arguments are B-Pref's key=value overrides.
+    returncode, stdout, stderr, _ = answers[(sys.executable, PEBBLE, "--help")]
+    assert returncode == 0, stderr[-3000:]
+    listed = stdout.split()
+    for key, default in PEBBLE_DEFAULTS.items():
+        assert f"{key}={default}" in listed, key
+    for task in PEBBLE_TASKS:
+        assert f"env={task}:" in listed, task
+    assert "agent.params.actor_lr=0.0005" in stdout.split("env=walker_walk:")[1].split("env=")[0]
+    # A malformed override is a usage error, not a traceback.
+    returncode, _, stderr, _ = answers[BAD_PEBBLE_OVERRIDE]
+    assert returncode == 2 and "usage: " in stderr and "Traceback" not in stderr
+    assert "key=value" in stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize("path", SHELL_EXAMPLES, ids=os.path.basename)
+def test_shell_example_answers_help(path, answers):
+    returncode, stdout, stderr, left = answers[("bash", path, "--help")]
+    assert returncode == 0, stderr[-3000:]
+    # The script's own header; the grid scripts add their knobs. ">>>" would mean a run was launched.
+    assert os.path.basename(path) in stdout and ">>>" not in stderr and left == []
+    if os.path.basename(path).startswith("run_"):
+        assert "ALGOS" in stdout and "DRY_RUN=1" in stdout
