@@ -17,10 +17,14 @@ after a crash, restart with --resume and a checkpoint: the answers the checkpoin
 """
 
 import argparse
+import glob
 import os
+import re
+import shlex
+import sys
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -71,6 +75,37 @@ def make_envs(args: argparse.Namespace) -> tuple[VecEnv, Callable[[], gym.Env]]:
         return env, lambda: make_dmcontrol_env(name, render_mode="rgb_array")
     env = make_vec_env(args.env, n_envs=4, seed=args.seed, wrapper_class=RenderStateWrapper)
     return env, lambda: gym.make(args.env, render_mode="rgb_array")
+
+
+def turn_per_step(info: dict[str, Any]) -> float:
+    """Pendulum's turn during one step, in turns (+ = counter-clockwise on screen): summed per episode on the page."""
+    return float(info["render_state"][1]) * PENDULUM_DT / (2 * np.pi)
+
+
+PENDULUM_DT = 0.05  # Pendulum-v1's time step (env.unwrapped.dt)
+
+
+def newest_checkpoint(run_dir: str) -> Optional[str]:
+    """:return: the checkpoint of this run with the most steps, or None before the first one"""
+    paths = glob.glob(os.path.join(run_dir, "checkpoints", "model_*_steps.zip"))
+    steps = {path: int(re.search(r"model_(\d+)_steps", path).group(1)) for path in paths}
+    return max(steps, key=steps.get) if steps else None
+
+
+def resume_command(run_dir: str) -> str:
+    """The command line of this run with ``--resume`` set to its newest checkpoint: what the page shows if training stops."""
+    checkpoint = newest_checkpoint(run_dir)
+    if checkpoint is None:
+        return ""  # the page says it in words: no checkpoint to resume from yet
+    given, kept, index = sys.argv[1:], [], 0
+    while index < len(given):  # the same options, without the --resume of this run (if it was resumed)
+        if given[index] == "--resume":
+            index += 2
+            continue
+        if not given[index].startswith("--resume="):
+            kept.append(given[index])
+        index += 1
+    return shlex.join(["python", sys.argv[0], *kept, "--resume", checkpoint])
 
 
 def spin_speed(segments) -> np.ndarray:
@@ -162,9 +197,19 @@ def main() -> None:
         timeout=args.timeout,
         instruction=instruction,
         port=args.port,
+        resume_command=lambda: resume_command(args.run_dir),
     )
     teacher = (
         human if args.mixed is None else MixedTeacher(ScriptedTeacher.preset("oracle"), human, args.mixed, seed=args.seed)
+    )
+    # The page plots what the person teaches: the learned reward's return, and on Pendulum the turns per
+    # episode; the env's own reward only where it is the goal (upright, or another env's task as it is).
+    spinning = args.env == "Pendulum-v1" and args.goal == "spin"
+    feedback = HumanFeedbackCallback(
+        teacher,
+        behaviour=turn_per_step if args.env == "Pendulum-v1" else None,
+        behaviour_label="Turns per episode (+ = counter-clockwise)",
+        task_reward_is_goal=args.instruction is None and not spinning,
     )
     if args.resume:
         model = PPO_REWARD.load(args.resume, env=env, teacher=teacher)
@@ -212,7 +257,7 @@ def main() -> None:
     start = time.time()
     try:
         remaining = max(0, args.total_timesteps - model.num_timesteps)
-        model.learn(remaining, callback=[HumanFeedbackCallback(teacher), checkpoints], reset_num_timesteps=not args.resume)
+        model.learn(remaining, callback=[feedback, checkpoints], reset_num_timesteps=not args.resume)
     except KeyboardInterrupt:
         path = os.path.join(args.run_dir, "interrupted")
         model.save(path)

@@ -120,9 +120,12 @@ def pair_rows(features_0: np.ndarray, features_1: np.ndarray) -> list[bytes]:
 
 def small_pendulum_model(
     teacher: Any, n_envs: int = 1, size_segment: int = 8, mb_size: int = 3, num_interaction: int = 64, max_feed: int = 30,
-    re_update: int = 2,
+    re_update: int = 2, **kwargs: Any,
 ) -> PPO_REWARD:  # fmt: skip
-    """A seconds-fast ``PPO_REWARD`` on Pendulum with render states recorded, asking ``teacher`` from the first rollout."""
+    """
+    A seconds-fast ``PPO_REWARD`` on Pendulum with render states recorded, asking ``teacher`` from the first
+    rollout (``kwargs`` go to ``PPO_REWARD``, e.g. ``unsuper_flag=1, unsuper_step=64`` to pretrain first).
+    """
     env = make_vec_env("Pendulum-v1", n_envs=n_envs, seed=0, wrapper_class=RenderStateWrapper)
     reward_model = RewardModel(
         env.observation_space, env.action_space, size_segment=size_segment, mb_size=mb_size, hidden_dim=16, seed=0
@@ -137,10 +140,10 @@ def small_pendulum_model(
         n_epochs=1,
         num_interaction=num_interaction,
         max_feed=max_feed,
-        unsuper_flag=0,
         re_update=re_update,
         policy_kwargs={"net_arch": [16]},
         seed=0,
+        **{"unsuper_flag": 0, **kwargs},
     )
 
 
@@ -156,6 +159,19 @@ def launched_chromium() -> Iterator[Any]:
         finally:
             browser.close()
 
+
+# The two screens the page must fit without scrolling to answer: a laptop and a phone.
+VIEWPORTS = {
+    "1280x800": {"viewport": {"width": 1280, "height": 800}},
+    "390x844": {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True, "device_scale_factor": 2},
+}
+# The element is inside the window as it is (no scrolling) and nothing covers its centre: a person can see and press it.
+ON_SCREEN = """(selector) => {
+    const element = document.querySelector(selector), box = element.getBoundingClientRect();
+    const inside = box.width > 0 && box.top >= 0 && box.left >= 0 && box.bottom <= innerHeight && box.right <= innerWidth;
+    const top = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
+    return inside && (top === element || element.contains(top));
+}"""
 
 # Pair n is on screen and the page accepts answers for it (both clips play). The page ignores answers in
 # the first 300 ms after that (against a double click answering a pair nobody saw): wait ANSWER_DELAY_MS.

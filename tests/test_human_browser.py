@@ -1,7 +1,8 @@
 """
 A real headless Chromium opens the labelling page, sees both clips playing, answers by click and
 by key, and the answers reach the reward model's dataset with the right values; during a real
-PPO_REWARD run the page tells the truth about progress, the spent budget and the end of training.
+PPO_REWARD run (on a laptop's and a phone's screen) the page tells the truth about progress, the step
+training ends at, when the next round comes, the spent budget, what the teaching achieved and the end.
 
 Needs Debian's ``chromium`` (``apt-get install chromium``) and the ``playwright`` Python package
 (the ``tests`` extra); Playwright's own browser download is never used.
@@ -16,6 +17,7 @@ import pytest
 from human_helpers import (
     ANSWER_DELAY_MS,
     PAIR_READY,
+    VIEWPORTS,
     chromium_path,
     launched_chromium,
     pair_rows,
@@ -154,31 +156,43 @@ def test_gif_clips_show_without_a_video_encoder(tmp_path, page):
         teacher.close()
 
 
-class HoldAfterBudget(BaseCallback):
-    """Holds training at the first step after the query budget is spent, until the test has looked at the page."""
+class Hold(BaseCallback):
+    """Holds training at the first step where ``condition(model)`` holds, until the test has looked at the page."""
 
-    def __init__(self) -> None:
+    def __init__(self, condition) -> None:
         super().__init__()
+        self.condition = condition
         self.reached, self.release = threading.Event(), threading.Event()
 
     def _on_step(self) -> bool:
-        learner = self.model.pref_learner
-        if learner.total_feed >= learner.max_feed and not self.release.is_set():
+        if not self.release.is_set() and self.condition(self.model):
             self.reached.set()
             self.release.wait(60)
         return True
 
 
-def test_a_training_run_from_first_question_to_result(tmp_path, page):
+def turns(info: dict) -> float:
+    """Pendulum's turn in one 0.05 s step, in turns (+ = counter-clockwise), from its recorded state."""
+    return float(info["render_state"][1]) * 0.05 / (2 * np.pi)
+
+
+@pytest.mark.parametrize("screen", sorted(VIEWPORTS))
+def test_a_training_run_from_first_question_to_result(tmp_path, browser, screen):
     from playwright.sync_api import expect
 
+    page = browser.new_context(**VIEWPORTS[screen]).new_page()
     teacher = HumanTeacher("Pendulum-v1", run_dir=tmp_path / "run", mode="blocking", timeout=60, verbose=0)
-    model = small_pendulum_model(teacher, max_feed=6, num_interaction=64)
-    hold, outcome = HoldAfterBudget(), {}
+    # One rollout of pretraining, then a round at the start of the next (step 64), then one every 128 steps at a
+    # rollout end (192). 740 steps asked: learn stops at the end of the rollout that passes them, step 768.
+    model = small_pendulum_model(teacher, max_feed=6, num_interaction=128, unsuper_flag=1, unsuper_step=64)
+    between = Hold(lambda model: model.num_timesteps >= 100)
+    spent = Hold(lambda model: model.pref_learner.total_feed >= model.pref_learner.max_feed)
+    callback = HumanFeedbackCallback(teacher, behaviour=turns, behaviour_label="Turns per episode (+ = counter-clockwise)")
+    outcome = {}
 
     def train() -> None:
         try:
-            model.learn(768, callback=[HumanFeedbackCallback(teacher), hold])
+            model.learn(740, callback=[callback, between, spent])
         except BaseException as error:
             outcome["error"] = error
 
@@ -186,35 +200,59 @@ def test_a_training_run_from_first_question_to_result(tmp_path, page):
     try:
         page.goto(teacher.url)
         training.start()
-        # Round 1 waits for the person: the page counts the queries asked and the step training waits at.
+        # Round 1 waits for the person: the page counts the queries asked and the step training waits at, of
+        # the step training really ends at.
         page.wait_for_function(PAIR_READY, arg=1, timeout=30_000)
-        details = "Step 64 of 768 \u00b7 reward model trained on 0 labels \u00b7 3 of 6 queries asked"
-        expect(page.locator("#details")).to_have_text(details)
+        expect(page.locator("#details")).to_have_text(
+            "Step 64 of 768 \u00b7 reward model trained on 0 labels \u00b7 3 of 6 queries asked"
+        )
         progress = page.get_by_role("progressbar", name="Training progress")
         expect(progress).to_have_attribute("aria-valuenow", "64")
         expect(progress).to_have_attribute("aria-valuemax", "768")
-        for pair in range(1, 7):
+        for pair in range(1, 4):
+            page.wait_for_function(PAIR_READY, arg=pair, timeout=30_000)
+            page.wait_for_timeout(ANSWER_DELAY_MS)
+            page.click("#btn-right" if pair % 2 else "#btn-left")
+        # Mid-rollout after that round: its labels count at once, and the page says when the next clips come.
+        assert between.reached.wait(30)
+        expect(page.locator("#details")).to_have_text(
+            "Step 100 of 768 \u00b7 reward model trained on 3 labels \u00b7 3 of 6 queries asked"
+        )
+        when = r"at step 192(, in about \d+ (s|min))?\."
+        expect(page.locator("#training")).to_have_text(re.compile(r"new clips arrive at the next query round, " + when))
+        expect(page.locator("#empty")).to_have_text(re.compile(r"New ones appear here by themselves, " + when))
+        between.release.set()
+        for pair in range(4, 7):
             page.wait_for_function(PAIR_READY, arg=pair, timeout=30_000)
             page.wait_for_timeout(ANSWER_DELAY_MS)
             page.click("#btn-right" if pair % 2 else "#btn-left")
         # Every question of the run is answered while training goes on: the page says so and promises no more clips.
-        assert hold.reached.wait(30)
+        assert spent.reached.wait(30)
         expect(page.locator("#empty")).to_contain_text("You have answered every question of this run")
         expect(page.locator("#training")).to_contain_text("All 6 questions of this run have been asked")
         assert "New ones appear" not in page.inner_text("body")
-        hold.release.set()
+        spent.release.set()
         training.join(timeout=60)
         assert "error" not in outcome, outcome.get("error")
 
-        # The end: training finished, the curve of the true return, and the final policy's clip.
+        # The end: training finished at the step it said, with curves of what the person taught.
         expect(page.locator("#training")).to_have_text("Training has finished. Every answer is saved.")
+        expect(page.locator("#details")).to_have_text(
+            "Step 768 of 768 \u00b7 reward model trained on 6 labels \u00b7 6 of 6 queries asked"
+        )
         expect(page.locator("#empty")).to_contain_text("Nothing more to judge")
         expect(page.locator("#note")).to_have_text("")  # no stale "Saved: ..." of the last answer
         assert "New ones appear" not in page.inner_text("body")
-        curve = page.locator("#curve svg")
-        expect(curve).to_have_attribute("aria-label", re.compile(r"Mean episode return .*at step 768 \(\d+ points\)"))
-        n_points = int(re.search(r"\((\d+) points\)", curve.get_attribute("aria-label")).group(1))
-        assert n_points >= 5  # one per rollout once Pendulum's 200-step episodes end
+        learned = page.locator('#curves .chart[data-key="learned"] svg')
+        label = r"Return per episode under the reward model learned from your answers: .*at step 768 \((\d+) points\)"
+        expect(learned).to_have_attribute("aria-label", re.compile(label))
+        assert int(re.search(label, learned.get_attribute("aria-label")).group(1)) >= 5  # a point per rollout from step 256
+        behaviour = page.locator('#curves .chart[data-key="behaviour"] svg')
+        expect(behaviour).to_have_attribute(
+            "aria-label", re.compile(r"Turns per episode \(\+ = counter-clockwise\): .*at step 768")
+        )
+        # Pendulum's own reward is not what was taught: it is not plotted.
+        assert page.locator("#curves .chart").count() == 2 and "own reward" not in page.inner_text("#curve-box")
         renderer = SegmentRenderer(lambda: gym.make("Pendulum-v1", render_mode="rgb_array"))
         states = model.pref_learner.store.sample(1, 8, np.random.default_rng(0)).extras["render_state"][0]
         clip = renderer.write(states, str(tmp_path / "final"))
@@ -226,7 +264,9 @@ def test_a_training_run_from_first_question_to_result(tmp_path, page):
         teacher.close()
         expect(page.locator("#note")).to_contain_text("has exited", timeout=5_000)
         page.wait_for_timeout(3_200)
-        assert "Lost contact" not in page.text_content("#note")
+        assert "Lost contact" not in page.inner_text("body") and page.locator("#lost").is_hidden()
     finally:
-        hold.release.set()
+        between.release.set()
+        spent.release.set()
         teacher.close()
+        page.context.close()

@@ -7,9 +7,20 @@ names, lets the person correct the last answer, and gives several people differe
 import os
 
 import pytest
-from human_helpers import ANSWER_DELAY_MS, PAIR_READY, chromium_path, launched_chromium, teacher_with_pairs, wait_for
+from human_helpers import (
+    ANSWER_DELAY_MS,
+    ON_SCREEN,
+    PAIR_READY,
+    VIEWPORTS,
+    chromium_path,
+    launched_chromium,
+    teacher_with_pairs,
+    wait_for,
+)
 
+from sb3_pref.human import HumanTeacher, LabelStore
 from sb3_pref.human.__main__ import serve
+from sb3_pref.human.callbacks import LEARNED_LABEL
 
 pytestmark = pytest.mark.skipif(
     chromium_path() is None, reason="chromium is not installed (Debian: apt-get install -y chromium)"
@@ -87,8 +98,6 @@ def test_serve_mode_keeps_the_instruction_and_says_no_training_runs(tmp_path, ne
         assert server.app is not None and server.token
     finally:
         server.close()
-    from sb3_pref.human import LabelStore
-
     with LabelStore(tmp_path / "run" / "labels.sqlite") as store:
         assert store.answers() == {1: "left"}
 
@@ -186,18 +195,18 @@ def test_the_last_answer_can_be_corrected_until_training_uses_it(tmp_path, new_p
         page = new_page()
         page.goto(teacher.url)
         answer_when_ready(page, 1, "#btn-left")
-        expect()(page.get_by_role("button", name="Change this answer")).to_be_visible()
-        page.get_by_role("button", name="Change this answer").click()
+        expect()(page.get_by_role("button", name="Change your answer to pair 1")).to_be_visible()
+        page.get_by_role("button", name="Change your answer to pair 1").click()
         expect()(page.locator("#correcting")).to_contain_text("Changing your answer to pair 1")
         answer_when_ready(page, 1, "#btn-right")
         expect()(page.locator("#note")).to_contain_text("pair 1 is now \u201cRight is better\u201d")
         assert teacher.store.answers() == {1: "right"}
         # Pair 2 answered; then training takes the answers: the page stops offering a change.
         answer_when_ready(page, 2, "#btn-equal")
-        expect()(page.get_by_role("button", name="Change this answer")).to_be_visible()
+        expect()(page.get_by_role("button", name="Change your answer to pair 2")).to_be_visible()
         _, _, labels = teacher.late_labels()
         assert labels.tolist() == [1.0, 0.5]
-        expect()(page.get_by_role("button", name="Change this answer")).to_be_hidden(timeout=3_000)
+        expect()(page.locator("#change")).to_be_hidden(timeout=3_000)
         assert teacher.store.correct_answer(2, "left") == "used" and teacher.store.answers() == {1: "right", 2: "equal"}
     finally:
         teacher.close()
@@ -234,3 +243,91 @@ def test_several_people_get_different_pairs_and_their_agreement_is_reported(tmp_
         assert teacher.store.people_agreement() == {"n": 2.0, "agree": 1.0, "rate": 0.5, "people": 2.0}
     finally:
         teacher.close()
+
+
+ANSWER_BUTTONS = ("#btn-left", "#btn-equal", "#btn-skip", "#btn-right")
+
+
+@pytest.mark.parametrize("screen", sorted(VIEWPORTS))
+def test_answering_fits_the_screen_and_a_stopped_run_stops_answering(tmp_path, new_page, screen):
+    resume = "python train.py --resume runs/x/checkpoints/model_8192_steps.zip"
+    teacher = teacher_with_pairs(tmp_path / "run", 3, resume_command=resume)
+    stopped = False
+    try:
+        page = new_page(**VIEWPORTS[screen])
+        width = VIEWPORTS[screen]["viewport"]["width"]
+        # Without its token the address explains itself, in a page rather than the API's JSON.
+        page.goto(teacher.url.split("?")[0])
+        expect()(page.locator("h1")).to_have_text("The labelling page needs its full link")
+        expect()(page.locator("body")).to_contain_text("missing its access token")
+
+        os.remove(os.path.join(teacher.media_dir, teacher.store.pending(3)[2]["video_0"]))  # pair 3 cannot be judged
+        page.goto(teacher.url)
+        page.wait_for_function(PAIR_READY, arg=1, timeout=20_000)
+        # The buttons can be seen and pressed as the page opens, with no scrolling, at both sizes.
+        assert page.evaluate("scrollY") == 0
+        for selector in ANSWER_BUTTONS:
+            assert page.evaluate(ON_SCREEN, selector), (screen, selector, page.locator(selector).bounding_box())
+        if width > 600:  # side by side, the clips shrink so that they fit above the buttons, whole
+            dock = page.locator("#dock").bounding_box()
+            for selector in ("#left", "#right"):
+                box = page.locator(selector).bounding_box()
+                assert box["y"] >= 0 and box["y"] + box["height"] <= dock["y"] + 1, (selector, box, dock)
+                assert box["height"] >= 180, box
+        page.wait_for_timeout(ANSWER_DELAY_MS)
+        page.click("#btn-left")
+        # The answer's note and its correction button are on screen too, and the button says which pair it changes.
+        expect()(page.locator("#note")).to_have_text("Saved: Left is better (pair 1).")
+        change = page.get_by_role("button", name="Change your answer to pair 1", exact=True)
+        expect()(change).to_be_visible()
+        assert page.evaluate(ON_SCREEN, "#note") and page.evaluate(ON_SCREEN, "#change")
+        # Pair 3 has a broken clip: no button keeps the outline of the answer to pair 2, and the correction
+        # button next to the broken pair names pair 2.
+        answer_when_ready(page, 2, "#btn-right")
+        expect()(page.locator("#left-error")).to_be_visible(timeout=15_000)
+        expect()(page.locator("#pair-id")).to_contain_text("Pair 3 ")
+        assert page.locator("button.pressed").count() == 0
+        expect()(page.get_by_role("button", name="Change your answer to pair 2", exact=True)).to_be_visible()
+        assert page.evaluate(ON_SCREEN, "#btn-skip") and page.is_enabled("#btn-skip")
+
+        # The training process dies: answering stops at once, and the page says how to go on.
+        teacher.close()
+        stopped = True
+        lost = page.locator("#lost")
+        expect()(lost).to_be_visible(timeout=6_000)
+        expect()(lost).to_contain_text("Training has stopped. Every answer given so far is saved.")
+        expect()(lost).to_contain_text(resume)
+        expect()(lost).to_contain_text(f"python -m sb3_pref.human serve {teacher.run_dir}")
+        expect()(page.locator("#training")).to_contain_text("Lost contact with the training process")
+        for selector in ANSWER_BUTTONS:
+            expect()(page.locator(selector)).to_be_disabled()
+        expect()(page.locator("#change")).to_be_hidden()
+        page.keyboard.press("s")
+        page.wait_for_timeout(300)
+        assert page.locator("button.pressed").count() == 0
+    finally:
+        if not stopped:
+            teacher.close()
+    with LabelStore(tmp_path / "run" / "labels.sqlite") as store:
+        assert store.answers() == {1: "left", 2: "right"}
+
+
+@pytest.mark.parametrize("screen", sorted(VIEWPORTS))
+def test_a_resumed_run_shows_its_curve_at_once(tmp_path, new_page, screen):
+    run_dir = tmp_path / "run"
+    with HumanTeacher("Pendulum-v1", run_dir=run_dir, mode="async", serve=False, verbose=0) as first:
+        for step in (256, 512, 768):
+            first.add_curve_points(step, {"learned": step / 256}, {"learned": LEARNED_LABEL})
+    resumed = HumanTeacher("Pendulum-v1", run_dir=run_dir, mode="async", verbose=0)  # a new process, the same run folder
+    try:
+        page = new_page(**VIEWPORTS[screen])
+        page.goto(resumed.url)
+        curve = page.locator('#curves .chart[data-key="learned"] svg')
+        expect()(curve).to_have_attribute("aria-label", f"{LEARNED_LABEL}: 1.0 at step 256, 3.0 at step 768 (3 points)")
+        curve.scroll_into_view_if_needed()
+        expect()(curve).to_be_visible()
+        # Training restarts from its checkpoint at step 512: the curve goes on from there, it does not vanish.
+        resumed.add_curve_points(512, {}, {})
+        expect()(curve).to_have_attribute("aria-label", f"{LEARNED_LABEL}: 1.0 at step 256, 2.0 at step 512 (2 points)")
+    finally:
+        resumed.close()

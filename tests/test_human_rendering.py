@@ -1,4 +1,7 @@
-"""Render states recorded during training re-render exactly the frames the env showed; clips encode and loop."""
+"""
+Render states recorded during training re-render exactly the frames the env showed; clips encode and loop;
+classic-control clips trail behind their moving parts, so a still frame shows the direction of motion.
+"""
 
 import ctypes.util
 import os
@@ -8,6 +11,7 @@ import numpy as np
 import pytest
 
 from sb3_pref.human import RenderStateWrapper, SegmentRenderer, StateCodec, write_video
+from sb3_pref.human.rendering import motion_trail
 
 needs_osmesa = pytest.mark.skipif(
     ctypes.util.find_library("OSMesa") is None and "MUJOCO_GL" not in os.environ,
@@ -106,3 +110,54 @@ def test_clips_hold_every_frame(tmp_path, video_format):
     # Lossy, but the moving bar is where it should be in every frame.
     for index, frame in enumerate(decoded):
         assert frame[:, 5 * index + 2].mean() > 150 and frame[:, (5 * index + 30) % 66].mean() < 100
+
+
+def _pendulum_frames(turn_per_frame: float, n_frames: int = 12) -> np.ndarray:
+    """Pendulum frames of a rod turning by ``turn_per_frame`` rad per frame (positive: counter-clockwise on screen)."""
+    states = np.array([[0.3 + turn_per_frame * index, turn_per_frame * 20] for index in range(n_frames)])
+    renderer = SegmentRenderer(lambda: gym.make("Pendulum-v1", render_mode="rgb_array"))
+    frames = renderer.frames(states)
+    renderer.close()
+    return frames
+
+
+def _angles(mask: np.ndarray) -> np.ndarray:
+    """Screen angles (counter-clockwise from the right, radians) of the pixels of ``mask`` about the pivot."""
+    rows, columns = np.nonzero(mask)
+    centre = (mask.shape[0] - 1) / 2
+    return np.arctan2(centre - rows, columns - centre)
+
+
+@pytest.mark.parametrize("turn", [0.2, -0.2])
+def test_a_pendulum_clip_trails_behind_the_direction_of_turn(turn):
+    frames = _pendulum_frames(turn)
+    trailed = motion_trail(frames, length=5)
+    assert trailed.shape == frames.shape and trailed.dtype == np.uint8
+    np.testing.assert_array_equal(trailed[0], frames[0])  # nothing came before the first frame
+    for index in (6, 11):
+        rod = (frames[index].min(axis=-1) < 200) & (frames[index].max(axis=-1) > 150)  # red, not the black axle
+        trail = np.any(trailed[index] != frames[index], axis=-1)
+        assert trail.sum() > 2000 and not (trail & rod).any()  # a trail, drawn only off the rod
+        # Relative to the rod, the trail lies on the side it came from: clockwise of it when it turns counter-clockwise.
+        lag = np.median(np.angle(np.exp(1j * (_angles(trail) - np.median(_angles(rod))))))
+        assert 0.25 < -np.sign(turn) * lag < 1.0, (turn, lag)
+        # Fainter further back: the trail pixels are lighter than the rod, never darker.
+        assert trailed[index][trail].astype(int).sum(axis=-1).min() > frames[index][rod].astype(int).sum(axis=-1).min()
+
+
+def test_classic_control_clips_get_a_trail_and_others_can_opt_in(tmp_path):
+    from PIL import Image
+
+    states = np.array([[0.3 + 0.25 * index, 5.0] for index in range(10)])
+    painted = []
+    for trail in (None, 0):
+        renderer = SegmentRenderer(lambda: gym.make("Pendulum-v1", render_mode="rgb_array"), video_format="gif", trail=trail)
+        assert renderer.trail == (5 if trail is None else 0)  # None: automatic, on for classic control
+        path = renderer.write(states, str(tmp_path / f"clip_{trail}"))
+        renderer.close()
+        with Image.open(path) as image:
+            image.seek(8)
+            painted.append(int((np.asarray(image.convert("RGB")).min(axis=-1) < 240).sum()))
+    assert painted[0] > 2 * painted[1], painted
+    with pytest.raises(ValueError, match="trail"):
+        SegmentRenderer(lambda: gym.make("Pendulum-v1", render_mode="rgb_array"), trail=-1)

@@ -2,7 +2,9 @@
 
 import errno
 import socket
+import urllib.error
 import urllib.parse
+import urllib.request
 
 import pytest
 from human_helpers import pendulum_segments, request, server_base
@@ -178,8 +180,6 @@ def test_binds_loopback_only_by_default(served, tmp_path):
 
 def test_page_has_a_strict_content_security_policy(served):
     server, _, _ = served
-    import urllib.request
-
     with urllib.request.urlopen(server.url, timeout=10) as response:
         policy = response.headers["Content-Security-Policy"]
         assert response.headers["Referrer-Policy"] == "no-referrer"
@@ -212,3 +212,40 @@ def test_serve_command_line_serves_the_run_dir(tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_every_query_parameter_is_range_checked(served):
+    server, store, _ = served
+    base, token = server_base(server.url), server.token
+    too_big = ["99999999999999999999999", str(2**63), "0", "-1", "1.5", "1e3", "abc", "", " 1", "+1", "0x10"]
+    for name in ("showing", "last"):
+        for value in too_big:
+            status, reply = request(base, f"api/next?{name}={urllib.parse.quote(value)}", token)
+            assert status == 400 and name in reply["error"], (name, value, status, reply)
+        status, reply = request(base, f"api/next?{name}=1&{name}=2", token)
+        assert status == 400 and "once" in reply["error"]
+    for query in ("viewer=" + "v" * 65, "viewer=a%20b", "name=" + "n" * 41, "name=a%0Ab", "viewer=a&viewer=b"):
+        assert request(base, "api/next?" + query, token)[0] == 400, query
+    # The largest id SQLite holds is a valid (unknown) id; real ids work as before.
+    assert request(base, f"api/next?showing={2**63 - 1}&last={2**63 - 1}", token)[0] == 200
+    store.submit(2, "left")
+    status, reply = request(base, "api/next?showing=2&last=2&viewer=tab-1&name=Ann", token)
+    assert status == 200 and reply["replaced"]["id"] == 2 and reply["last_open"] is False
+
+
+def test_the_page_without_its_token_says_which_link_to_open(served):
+    server, _, _ = served
+    base = server_base(server.url)
+    for path, code, reason in (("", 401, "missing its access token"), ("?token=wrong", 403, "access token is wrong")):
+        try:
+            urllib.request.urlopen(base + path, timeout=10)
+            raise AssertionError("the page was served without its token")
+        except urllib.error.HTTPError as error:
+            assert error.code == code
+            assert error.headers["Content-Type"].startswith("text/html")
+            assert "default-src 'none'" in error.headers["Content-Security-Policy"]
+            page = error.read().decode()
+        assert reason in page and "?token=" in page and "python -m sb3_pref.human serve RUN_DIR" in page
+        assert server.token not in page
+    # The API keeps answering in JSON: the page's script reads it.
+    assert request(base, "api/next")[1] == {"error": "missing access token: open the URL printed by the training script"}

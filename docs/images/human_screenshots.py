@@ -4,7 +4,7 @@ headless Chromium (through Playwright) from a real PPO_REWARD run on Pendulum an
 
     MUJOCO_GL=osmesa PYTHONPATH=. python docs/images/human_screenshots.py [OUT_DIR]
 
-Writes ``human_feedback_page.png`` and ``human_page_*.png`` (default: this folder). Takes about a minute on 2 CPU cores.
+Writes ``human_feedback_page.png`` and ``human_page_*.png`` (default: this folder). Takes 1.5 to 3.5 minutes on 2 CPU cores.
 """
 
 import os
@@ -31,7 +31,8 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disa
 # Pair n is on screen and accepts answers; the page ignores answers in the first 300 ms after that.
 READY = """(n) => document.getElementById("pair-id").textContent.startsWith("Pair " + n + " ")
     && !document.getElementById("btn-left").disabled"""
-DESKTOP = {"width": 1100, "height": 820}
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True, "device_scale_factor": 1}
 
 
 def segments(n: int, seed: int, torque: float, horizon: int = 50) -> SegmentBatch:
@@ -76,11 +77,12 @@ def answer(page, pair: int, button: str) -> None:
     page.click(button)
 
 
-def shot(page, out: str, name: str) -> None:
+def shot(page, out: str, name: str, full_page: bool = True) -> None:
+    """:param full_page: the whole page; False: the window only, as the person sees it without scrolling"""
     page.wait_for_timeout(700)  # the progress bar's transition and a few video frames
     # The waiting pair keeps the name the README links to.
     path = os.path.join(out, "human_feedback_page.png" if name == "pair" else f"human_page_{name}.png")
-    page.screenshot(path=path, full_page=True)
+    page.screenshot(path=path, full_page=full_page)
     print("wrote", path)
 
 
@@ -116,11 +118,24 @@ def final_policy(model: PPO_REWARD, path: str) -> tuple[str, str]:
     renderer = SegmentRenderer(lambda: gym.make("Pendulum-v1", render_mode="rgb_array"))
     clip = renderer.write(np.asarray(states), path)
     renderer.close()
-    return f"Final policy: true return {total:.0f} over one {len(states)}-step episode", clip
+    turns = float(np.sum(np.asarray(states)[:, 1])) * 0.05 / (2 * np.pi)
+    return f"Final policy: {turns:+.1f} turns (+ = counter-clockwise) in one {len(states)}-step episode", clip
+
+
+def counter_clockwise(teacher: HumanTeacher, pair: int) -> str:
+    """The button a person following the instruction presses: the clip that turns more counter-clockwise."""
+    seg_0, seg_1 = teacher.store.load_pairs([pair])
+    spin = [float(segments.extras["render_state"][0, :, 1].mean()) for segments in (seg_0, seg_1)]
+    return "#btn-left" if spin[0] > spin[1] else "#btn-right"
+
+
+def turn_per_step(info: dict) -> float:
+    """Pendulum's turn in one 0.05 s step, in turns (+ = counter-clockwise), as in examples/human_feedback.py."""
+    return float(info["render_state"][1]) * 0.05 / (2 * np.pi)
 
 
 def training_run(browser, out: str, work: str) -> None:
-    """Waiting pair with progress, budget reached, finished with the curve and the final policy's clip."""
+    """Waiting pair with progress, budget reached, finished with the curves and the final policy's clip."""
     teacher = HumanTeacher("Pendulum-v1", run_dir=os.path.join(work, "run"), mode="blocking", timeout=120, verbose=0,
                            instruction=INSTRUCTION)  # fmt: skip
     env = make_vec_env("Pendulum-v1", n_envs=2, seed=0, wrapper_class=RenderStateWrapper)
@@ -129,7 +144,11 @@ def training_run(browser, out: str, work: str) -> None:
                        n_epochs=2, num_interaction=1024, max_feed=6, unsuper_flag=0, re_update=5,
                        policy_kwargs={"net_arch": [32]}, seed=0)  # fmt: skip
     hold = HoldAfterBudget()
-    thread = threading.Thread(target=lambda: model.learn(8192, callback=[HumanFeedbackCallback(teacher), hold]), daemon=True)
+    feedback = HumanFeedbackCallback(
+        teacher, behaviour=turn_per_step, behaviour_label="Turns per episode (+ = counter-clockwise)"
+    )
+    # 8,000 steps asked: training runs whole rollouts of 512 steps, to 8,192, and the page says so.
+    thread = threading.Thread(target=lambda: model.learn(8000, callback=[feedback, hold]), daemon=True)
     page = browser.new_context(viewport=DESKTOP).new_page()
     try:
         page.goto(teacher.url)
@@ -137,8 +156,9 @@ def training_run(browser, out: str, work: str) -> None:
         for pair in range(1, 7):
             if pair == 5:
                 page.wait_for_function(READY, arg=pair, timeout=60_000)
-                shot(page, out, "pair")
-            answer(page, pair, "#btn-left" if pair % 3 else "#btn-right")
+                shot(page, out, "pair", full_page=False)  # what a 1280x800 window shows: clips and buttons
+            page.wait_for_function(READY, arg=pair, timeout=60_000)  # its clips are ready, so it is in the store
+            answer(page, pair, counter_clockwise(teacher, pair))
         assert hold.reached.wait(120)
         page.wait_for_function("() => !document.getElementById('empty').hidden", timeout=10_000)
         shot(page, out, "budget_reached")
@@ -146,6 +166,7 @@ def training_run(browser, out: str, work: str) -> None:
         thread.join(timeout=300)
         text, clip = final_policy(model, os.path.join(work, "final"))
         teacher.show_result(text + " (a short demonstration run: 6 answers, 8,192 steps).", video=clip)
+        page.wait_for_selector("#curves .chart", timeout=20_000)
         page.wait_for_function("() => document.getElementById('final-clip').videoWidth > 0", timeout=20_000)
         shot(page, out, "finished")
     finally:
@@ -154,14 +175,18 @@ def training_run(browser, out: str, work: str) -> None:
 
 
 def page_states(browser, out: str, work: str) -> None:
-    """A missing clip, correcting the last answer, two people, serve mode and a phone."""
-    teacher = served_pairs(os.path.join(work, "broken"), 2)
-    os.remove(os.path.join(teacher.media_dir, teacher.store.pending(1)[0]["video_1"]))
+    """A missing clip, the training process gone, correcting the last answer, two people, serve mode and a phone."""
+    resume = "python examples/human_feedback.py --resume runs/human_feedback/checkpoints/model_8192_steps.zip"
+    teacher = served_pairs(os.path.join(work, "broken"), 3, resume_command=resume)
+    os.remove(os.path.join(teacher.media_dir, teacher.store.pending(2)[1]["video_1"]))
     page = browser.new_context(viewport=DESKTOP).new_page()
     page.goto(teacher.url)
+    answer(page, 1, "#btn-left")
     page.wait_for_selector("#right-error", state="visible", timeout=20_000)
-    shot(page, out, "missing_clip")
-    teacher.close()
+    shot(page, out, "missing_clip", full_page=False)
+    teacher.close()  # the training process dies: answering stops and the page says how to go on
+    page.wait_for_selector("#lost", state="visible", timeout=10_000)
+    shot(page, out, "lost_contact", full_page=False)
 
     teacher = served_pairs(os.path.join(work, "people"), 3)
     pages = {}
@@ -174,7 +199,7 @@ def page_states(browser, out: str, work: str) -> None:
     answer(ann, 1, "#btn-left")
     answer(ben, 2, "#btn-right")
     answer(ann, 3, "#btn-left")
-    ann.get_by_role("button", name="Change this answer").click()
+    ann.get_by_role("button", name="Change your answer to pair 3").click()
     ann.wait_for_function(READY, arg=3, timeout=20_000)
     shot(ann, out, "correcting")
     answer(ann, 3, "#btn-equal")
@@ -189,11 +214,10 @@ def page_states(browser, out: str, work: str) -> None:
     phone_run = os.path.join(work, "phone")
     served_pairs(phone_run, 2, serve=False).close()
     server = serve(phone_run)
-    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True,
-                                device_scale_factor=1).new_page()  # fmt: skip
+    phone = browser.new_context(**PHONE).new_page()
     phone.goto(server.url)
     phone.wait_for_function(READY, arg=1, timeout=20_000)
-    shot(phone, out, "phone_serve")
+    shot(phone, out, "phone_serve", full_page=False)  # the window of a phone: both clips and the buttons, no scrolling
     server.close()
 
 

@@ -11,6 +11,7 @@ import os
 import time
 from typing import Any
 
+from sb3_pref.human.progress import CURVES_META, serve_command
 from sb3_pref.human.server import FeedbackServer
 from sb3_pref.human.store import LabelStore
 
@@ -22,18 +23,45 @@ def _store(run_dir: str) -> LabelStore:
     return LabelStore(path)
 
 
-def serve_status(store: LabelStore) -> dict[str, Any]:
-    """What the page says in ``serve`` mode: no training process, and the last result the run stored."""
+def serve_status(store: LabelStore, run_dir: str) -> dict[str, Any]:
+    """What the page says in ``serve`` mode: no training process, and the last result and curves the run stored."""
     progress = store.get_meta("progress", {})
     return {
         "training": "none",
         "mode": "serve",
         "progress": progress,
-        "curve": store.get_meta("curve", []),
-        "curve_label": "Mean episode return (the environment's own reward)",
+        "curves": store.get_meta(CURVES_META, []),
         "final": store.get_meta("final"),
         "finished_before": bool(progress.get("done")),
+        "resume": {"command": "", "serve": serve_command(run_dir)},
     }
+
+
+def _share(agree: float, n: float) -> str:
+    return f"{agree:.0f} of {n:.0f} pairs ({agree / n:.0%})"
+
+
+def summary_text(store: LabelStore) -> str:
+    """:return: the counts and agreements of a run folder as a few lines a person reads (no ``nan``)"""
+    counts = store.counts()
+    asked, answered, skipped, pending = (counts[key] for key in ("queries", "answered", "skipped", "pending"))
+    lines = [f"pairs asked: {asked}; answered: {answered} (of them {skipped} can't tell); waiting: {pending}"]
+    scripted = store.agreement()
+    lines.append(
+        f"agreement with the scripted teacher: {_share(scripted['agree'], scripted['n'])}"
+        if scripted["n"]
+        else "agreement with the scripted teacher: no pair to compare (no MixedTeacher, or none answered yet)"
+    )
+    people = store.people_agreement()
+    lines.append(
+        f"agreement between people: {_share(people['agree'], people['n'])} judged twice, {people['people']:.0f} people"
+        if people["n"]
+        else f"agreement between people: no pair judged twice yet (names given: {people['people']:.0f})"
+    )
+    by_person = sorted(store.labellers().items(), key=lambda item: (-item[1], item[0]))
+    answers = ", ".join(f"{name or '(no name)'} {count}" for name, count in by_person)
+    lines.append(f"answers by person: {answers or 'none yet'}")
+    return "\n".join(lines)
 
 
 def serve(run_dir: str, host: str = "127.0.0.1", port: int = 0) -> FeedbackServer:
@@ -44,7 +72,7 @@ def serve(run_dir: str, host: str = "127.0.0.1", port: int = 0) -> FeedbackServe
         os.path.join(run_dir, "clips"),
         host=host,
         port=port,
-        status=lambda: serve_status(store),
+        status=lambda: serve_status(store, run_dir),
         instruction=store.get_meta("instruction", ""),
     )
 
@@ -68,15 +96,7 @@ def main() -> None:
     if args.command == "export":
         print(f"wrote {store.export_npz(args.output)} labelled pairs to {args.output}")
     elif args.command == "summary":
-        people = store.people_agreement()
-        print(
-            {
-                **store.counts(),
-                **{f"agreement_{key}": value for key, value in store.agreement().items()},
-                **{f"people_agreement_{key}": value for key, value in people.items()},
-                "labellers": store.labellers(),
-            }
-        )
+        print(summary_text(store))
     else:
         store.close()
         server = serve(args.run_dir, host=args.host, port=args.port)

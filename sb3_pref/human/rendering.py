@@ -20,6 +20,8 @@ from sb3_pref.envs.factory import select_headless_gl_backend
 
 RENDER_STATE_KEY = "render_state"
 VIDEO_FORMATS = ("mp4", "webm", "gif")
+#: Frames of motion trail a classic-control clip gets by default (see :func:`motion_trail`).
+CLASSIC_TRAIL = 5
 
 
 def _wrapper_attr(env: gym.Env, name: str) -> Any:
@@ -182,6 +184,52 @@ def write_video(frames: np.ndarray, path: str, fps: float, video_format: str = "
     return target
 
 
+def motion_trail(frames: np.ndarray, length: int = CLASSIC_TRAIL, strength: float = 0.55, threshold: int = 40) -> np.ndarray:
+    """
+    Draw behind every moving part faded copies of where it was in the ``length`` frames before, so a
+    single frame shows which way things move (a pendulum's direction of turn, a cart's direction).
+
+    A pixel belongs to a part where it differs from the background, the most common colour of the first
+    frame: this assumes a plain background seen by a fixed camera (classic control), not a textured floor
+    seen by a camera that follows the agent. Parts that never move are never copied.
+
+    :param frames: ``(T, height, width, 3)`` uint8 frames
+    :param length: frames of trail (0: the frames unchanged)
+    :param strength: opacity of the newest copy; older copies fade linearly
+    :param threshold: the largest channel difference from the background still counted as background
+    :return: new frames of the same shape
+    """
+    frames = np.asarray(frames, dtype=np.uint8)
+    out = frames.copy()
+    if length <= 0 or len(frames) < 2:
+        return out
+    n_frames, height, width, _ = frames.shape
+    flat = frames.reshape(n_frames, height * width, 3)
+    # Only pixels that change at some time can hold a trail: the work shrinks to them (a pendulum's disc).
+    changing = np.flatnonzero((flat.max(axis=0) - flat.min(axis=0)).max(axis=-1) > threshold)
+    if changing.size == 0:
+        return out
+    pixels = flat[:, changing]  # (T, P, 3)
+    # Not a per-pixel median: near a pendulum's pivot the rod is there most of the time, and would pass for
+    # the background there (its absence then trailing as a white ghost over the rod).
+    colours, counts = np.unique(flat[0, ::7], axis=0, return_counts=True)
+    background = colours[np.argmax(counts)].astype(np.int16)
+    distance = np.abs(pixels.astype(np.int16) - background)
+    moving = (distance[..., 0] > threshold) | (distance[..., 1] > threshold) | (distance[..., 2] > threshold)
+    # age[t, p]: how many frames back the copy shown at pixel p of frame t was taken (0: none). The oldest
+    # copy first, so that where copies overlap the newest shows.
+    age = np.zeros(moving.shape, dtype=np.int16)
+    for k in range(min(length, n_frames - 1), 0, -1):
+        age[k:] = np.where(moving[:-k] & ~moving[k:], np.int16(k), age[k:])
+    times, columns = np.nonzero(age)
+    opacity = (strength * (1.0 - (age[times, columns] - 1) / length)).astype(np.float32)[:, None]
+    here = pixels[times, columns].astype(np.float32)
+    copy = pixels[times - age[times, columns], columns].astype(np.float32)
+    blended = np.round(here + opacity * (copy - here)).astype(np.uint8)
+    out.reshape(n_frames, height * width, 3)[times, changing[columns]] = blended  # a view: writes into out
+    return out
+
+
 def default_video_format() -> str:
     """:return: ``mp4`` when imageio-ffmpeg is installed, else ``gif``"""
     try:
@@ -201,10 +249,22 @@ class SegmentRenderer:
     :param env_fn: builds the render env, with ``render_mode="rgb_array"``
     :param fps: clip frame rate; None uses the env's ``metadata["render_fps"]`` (real time), else 30
     :param video_format: ``mp4``, ``webm`` or ``gif``; None picks mp4 if imageio-ffmpeg is installed
+    :param trail: frames of :func:`motion_trail` drawn into the clips :meth:`write` encodes (not into
+        :meth:`frames`); None: ``CLASSIC_TRAIL`` for classic-control envs (a fixed camera over a plain
+        background), 0 for the others
     """
 
-    def __init__(self, env_fn: Callable[[], gym.Env], fps: Optional[float] = None, video_format: Optional[str] = None) -> None:
+    def __init__(
+        self,
+        env_fn: Callable[[], gym.Env],
+        fps: Optional[float] = None,
+        video_format: Optional[str] = None,
+        trail: Optional[int] = None,
+    ) -> None:
+        if trail is not None and (isinstance(trail, bool) or not isinstance(trail, int) or trail < 0):
+            raise ValueError(f"trail must be a number of frames >= 0, or None (automatic), got {trail!r}")
         self.env_fn = env_fn
+        self._trail = trail
         self.video_format = video_format or default_video_format()
         if self.video_format not in VIDEO_FORMATS:
             raise ValueError(f"video_format must be one of {', '.join(VIDEO_FORMATS)}, got {self.video_format!r}")
@@ -221,6 +281,13 @@ class SegmentRenderer:
             return float(self._fps)
         metadata = self._env.metadata if self._env is not None else {}
         return float(metadata.get("render_fps") or 30)
+
+    @property
+    def trail(self) -> int:
+        """Frames of motion trail in the written clips (the automatic choice is known once the env exists)."""
+        if self._trail is not None:
+            return self._trail
+        return CLASSIC_TRAIL if self._ensure_env().kind == "classic" else 0
 
     def _ensure_env(self) -> StateCodec:
         if self._codec is None:
@@ -258,6 +325,8 @@ class SegmentRenderer:
         :return: the file written
         """
         frames = self.frames(states)
+        if self.trail:
+            frames = motion_trail(frames, self.trail)
         return write_video(frames, os.fspath(path), self.fps, self.video_format)
 
     def close(self) -> None:

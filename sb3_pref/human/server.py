@@ -9,7 +9,6 @@ can raise into the training thread: requests run in the server's own threads.
 
 import hmac
 import ipaddress
-import json
 import math
 import os
 import re
@@ -26,14 +25,14 @@ try:
 except ModuleNotFoundError as error:  # pragma: no cover (the human extra installs Flask)
     raise ImportError(f"the labelling page needs Flask ({error}): pip install 'sb3_pref[human]'") from error
 
-from sb3_pref.human.page import render_page
+from sb3_pref.human.page import render_page, render_token_page
+from sb3_pref.human.params import BadParameter, id_arg, json_object, name_arg, parse_labeller, parse_query_id, viewer_arg
 from sb3_pref.human.store import CHOICE_LABELS, LabelStore, UnknownQueryError
 
 TOKEN_HEADER = "X-Feedback-Token"
 # Query ids and media names are plain: anything else is refused before touching the disk or the database.
 _MEDIA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\.(mp4|webm|gif)$")
 _MEDIA_TYPES = {"mp4": "video/mp4", "webm": "video/webm", "gif": "image/gif"}
-_VIEWER = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # A tab that has not polled for this long has let go of its pair: another person may take it.
 LEASE_SECONDS = 15.0
 
@@ -49,32 +48,6 @@ class _QuietHandler(WSGIRequestHandler):
 
 def _bad_request(message: str, code: int = 400) -> tuple[Response, int]:
     return jsonify(error=message), code
-
-
-def _parse_query_id(value: Any) -> Optional[int]:
-    # bool is an int subclass: {"query_id": true} must not mean query 1.
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**63:
-        return None
-    return value
-
-
-def _json_object() -> Optional[dict]:
-    """The request's JSON object body, or None for anything else (deep nesting included: no RecursionError escapes)."""
-    raw = request.get_data(cache=True)  # over MAX_CONTENT_LENGTH this raises the 413 error
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-    return body if isinstance(body, dict) else None
-
-
-def _parse_labeller(value: Any) -> tuple[bool, Optional[str]]:
-    """:return: (valid, name): a missing or empty name is valid and None"""
-    if value is None:
-        return True, None
-    if not isinstance(value, str) or len(value) > 40 or any(not char.isprintable() for char in value):
-        return False, None
-    return True, value.strip() or None
 
 
 class _Views:
@@ -99,11 +72,16 @@ class _Views:
 
     def check_token(self) -> Optional[tuple[Response, int]]:
         given = request.args.get("token") or request.headers.get(TOKEN_HEADER)
-        if not given:
-            return _bad_request("missing access token: open the URL printed by the training script", 401)
-        if not hmac.compare_digest(given.encode(), self.token.encode()):
-            return _bad_request("wrong access token: open the URL printed by the training script", 403)
-        return None
+        if given and hmac.compare_digest(given.encode(), self.token.encode()):
+            return None
+        code = 403 if given else 401
+        if request.path == "/":  # a person opened the link without its token: a page, not raw JSON
+            nonce = secrets.token_urlsafe(16)
+            response = Response(render_token_page(nonce, wrong=bool(given)), status=code, mimetype="text/html")
+            response.headers["Content-Security-Policy"] = f"default-src 'none'; style-src 'nonce-{nonce}'"
+            return response, code
+        reason = "wrong" if given else "missing"
+        return _bad_request(f"{reason} access token: open the URL printed by the training script", code)
 
     @staticmethod
     def security_headers(response: Response) -> Response:
@@ -117,6 +95,10 @@ class _Views:
     @staticmethod
     def http_error(error: HTTPException) -> tuple[Response, int]:
         return _bad_request(error.description or error.name, error.code or 500)
+
+    @staticmethod
+    def bad_parameter(error: BadParameter) -> tuple[Response, int]:
+        return _bad_request(str(error))
 
     @staticmethod
     def unexpected_error(error: Exception) -> tuple[Response, int]:
@@ -179,12 +161,8 @@ class _Views:
         return status
 
     def next_query(self) -> Union[Response, tuple[Response, int]]:
-        viewer = request.args.get("viewer")
-        if viewer is not None and not _VIEWER.match(viewer):
-            return _bad_request("viewer must be 1-64 letters, digits, - or _")
-        valid, name = _parse_labeller(request.args.get("name"))
-        if not valid:
-            return _bad_request("name must be at most 40 printable characters")
+        # Every parameter is checked before any is used: a bad one is a 400 and changes nothing (no lease taken).
+        viewer, name, showing, last = viewer_arg(), name_arg(), id_arg("showing"), id_arg("last")
         row, shared = self._assign(viewer, name)
         query = None
         if row is not None:
@@ -195,24 +173,22 @@ class _Views:
                 query["check"] = {"labeller": row["labeller"]}
         reply: dict[str, Any] = {"query": query, "counts": self.store.counts(), "status": self._status()}
         # The pair this tab shows was answered elsewhere (another tab or person): say which answer stood.
-        showing = request.args.get("showing", type=int)
         if showing is not None and (query is None or showing != query["id"]):
             info = self.store.answer_info(showing)
             if info is not None:
                 reply["replaced"] = {"id": showing, "choice": info["choice"], "labeller": info["labeller"]}
-        last = request.args.get("last", type=int)
         if last is not None:
             info = self.store.answer_info(last)
             reply["last_open"] = bool(info is not None and not info["used"] and (info["labeller"] or None) == name)
         return jsonify(reply)
 
     def _choice_body(self) -> Union[tuple[int, str, Optional[str]], tuple[Response, int]]:
-        body = _json_object()
+        body = json_object()
         if body is None:
             return _bad_request('expected a JSON object {"query_id": <int>, "choice": "left|right|equal|skip"}')
-        query_id = _parse_query_id(body.get("query_id"))
+        query_id = parse_query_id(body.get("query_id"))
         choice = body.get("choice")
-        valid, labeller = _parse_labeller(body.get("labeller"))
+        valid, labeller = parse_labeller(body.get("labeller"))
         if query_id is None:
             return _bad_request("query_id must be a positive 64-bit integer")
         if not isinstance(choice, str) or choice not in CHOICE_LABELS:
@@ -265,8 +241,8 @@ class _Views:
         return jsonify(corrected=True, query_id=query_id, choice=choice), 200
 
     def shown(self) -> tuple[Response, int]:
-        body = _json_object()
-        query_id = _parse_query_id(body.get("query_id")) if body is not None else None
+        body = json_object()
+        query_id = parse_query_id(body.get("query_id")) if body is not None else None
         if query_id is None:
             return _bad_request("expected a JSON object with a positive 64-bit integer query_id")
         load_ms = body.get("load_ms") if body is not None else None
@@ -313,6 +289,7 @@ def create_app(
     app.before_request(views.check_token)
     app.after_request(views.security_headers)
     app.register_error_handler(HTTPException, views.http_error)
+    app.register_error_handler(BadParameter, views.bad_parameter)
     app.register_error_handler(Exception, views.unexpected_error)
     app.add_url_rule("/", "page", views.page, methods=["GET"])
     app.add_url_rule("/api/next", "next", views.next_query, methods=["GET"])

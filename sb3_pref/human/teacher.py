@@ -27,14 +27,13 @@ import numpy as np
 
 from sb3_pref.common.segments import SegmentBatch
 from sb3_pref.common.teachers import BaseTeacher
+from sb3_pref.human.progress import PageProgress, serve_command
 from sb3_pref.human.rendering import RENDER_STATE_KEY, SegmentRenderer
 from sb3_pref.human.rounds import HumanRoundsMixin, _env_factory, _Round
 from sb3_pref.human.server import FeedbackServer
 from sb3_pref.human.store import CHOICE_LABELS, LabelStore, label_to_choice
 
 MODES = ("blocking", "async")
-#: Points of the training curve kept for the page (older points are thinned out, never the newest).
-CURVE_POINTS = 200
 
 
 class HumanTeacher(HumanRoundsMixin, BaseTeacher):
@@ -71,6 +70,11 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
     :param token: access token; None draws a random one (printed in the URL)
     :param fps: clip frame rate; None plays in real time (``metadata["render_fps"]``)
     :param video_format: ``mp4`` (H.264), ``webm`` or ``gif``; None: mp4 if imageio-ffmpeg is installed
+    :param trail: frames of motion trail drawn behind moving parts of the clips, so the direction of motion
+        shows in every frame; None: on for classic-control envs (fixed camera, plain background), off otherwise
+    :param resume_command: what the page tells the person to run if the training process stops (e.g. the
+        script with ``--resume`` and its newest checkpoint), or a function returning it when asked; None: a
+        general sentence
     :param serve: start the web page (False: answers come through :attr:`store` only, e.g. in tests)
     :param verbose: 1 prints the URL, waits and timeouts; 0 is silent
     """
@@ -91,6 +95,8 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         video_format: Optional[str] = None,
         serve: bool = True,
         verbose: int = 1,
+        trail: Optional[int] = None,
+        resume_command: Optional[Union[str, Callable[[], str]]] = None,
     ) -> None:
         super().__init__()
         if mode not in MODES:
@@ -110,11 +116,11 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         else:
             instruction = self.store.get_meta("instruction", "")
         self.instruction = instruction
-        self.renderer = SegmentRenderer(_env_factory(render_env), fps=fps, video_format=video_format)
+        self.renderer = SegmentRenderer(_env_factory(render_env), fps=fps, video_format=video_format, trail=trail)
+        self.resume_command = resume_command
         self._delivered: set[int] = set()
         self._round = 0
-        self._progress: dict[str, Any] = {}
-        self._curve: list[tuple[int, float]] = []
+        self.progress = PageProgress(self.store)
         self._notice = ""
         self._cond = threading.Condition()
         self._rendering = 0  # pairs handed to the render thread and not yet registered
@@ -152,9 +158,7 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
 
     def report_asked(self, n_pairs: int) -> None:
         """Count ``n_pairs`` more queries as asked on the page now (the learner's count follows after the round)."""
-        with self._cond:
-            asked = int(self._progress.get("queries_asked", 0)) + int(n_pairs)
-            self._progress = {**self._progress, "queries_asked": asked}
+        self.progress.count_asked(n_pairs)
 
     def ask(self, seg_0: SegmentBatch, seg_1: SegmentBatch, references: Optional[np.ndarray] = None) -> np.ndarray:
         """
@@ -187,7 +191,11 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         self._jobs.put(job)
         if self.mode == "async":
             return np.full(n_pairs, np.nan)
+        waiting_since = time.monotonic()
         answers = self._wait(job)
+        self.progress.waited += time.monotonic() - waiting_since
+        # The learner fits its reward model on these next: the page says so until the callback reports the labels.
+        self.progress.learning = bool(answers)
         answered = [query_id for query_id in job.query_ids if query_id in answers]
         self._deliver(answered, [answers[query_id] for query_id in answered])
         return np.array([CHOICE_LABELS[answers[query_id]] if query_id in answers else np.nan for query_id in job.query_ids])
@@ -229,23 +237,20 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
     def report_progress(self, **values: Any) -> None:
         """
         Training progress shown on the page (``timesteps``, ``total_timesteps``, ``labels``, ``budget``,
-        ``queries_asked``, ``ep_rew_mean``, ``done``...); ``ep_rew_mean`` with ``timesteps`` adds a point to
-        the page's training curve. ``done=True`` also keeps the curve in the run folder.
+        ``queries_asked``, ``next_round``, ``steps_per_second``, ``done``...); ``done=True`` also keeps the
+        progress in the run folder, for ``python -m sb3_pref.human serve``.
         """
-        with self._cond:
-            # A new dict rather than update(): the server's threads read the old one without a lock.
-            self._progress = {**self._progress, **values}
-            if "ep_rew_mean" in values and "timesteps" in values:
-                point = (int(values["timesteps"]), float(values["ep_rew_mean"]))
-                if not self._curve or self._curve[-1][0] != point[0]:
-                    curve = [*self._curve, point]
-                    if len(curve) > CURVE_POINTS:  # bounded: thin out the older half
-                        curve = curve[: -CURVE_POINTS // 2 : 2] + curve[-CURVE_POINTS // 2 :]
-                    self._curve = curve
-            progress, curve = self._progress, self._curve
-        if values.get("done"):
-            self.store.set_meta("progress", progress)
-            self.store.set_meta("curve", curve)
+        self.progress.report(**values)
+
+    def add_curve_points(
+        self, step: int, values: dict[str, float], labels: dict[str, str], notes: Optional[dict[str, str]] = None
+    ) -> None:
+        """
+        Add a point at ``step`` to each of the page's training curves named in ``values`` (see
+        :meth:`PageProgress.add_points <sb3_pref.human.progress.PageProgress.add_points>`: later points are
+        dropped, so a resumed run continues its curves from its checkpoint).
+        """
+        self.progress.add_points(step, values, labels, notes)
 
     def show_result(self, text: str, video: Optional[Union[str, os.PathLike]] = None) -> None:
         """
@@ -269,9 +274,9 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
     def status(self) -> dict[str, Any]:
         """:return: what the page shows about training (called from the server's threads)"""
         with self._cond:
-            job, deadline, rendering, progress = self._waiting, self._deadline, self._rendering, self._progress
+            job, deadline, rendering = self._waiting, self._deadline, self._rendering
             query_ids = list(job.query_ids) if job is not None else []
-            curve = self._curve
+        progress = self.progress.values
         asked, budget = progress.get("queries_asked"), progress.get("budget")
         status: dict[str, Any] = {
             "training": "finished" if progress.get("done") else "running",
@@ -281,11 +286,12 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
             "waiting": job is not None,
             "progress": progress,
             "budget_reached": bool(budget) and asked is not None and asked >= budget,
-            "curve": curve,
-            "curve_label": "Mean episode return (the environment's own reward)",
+            "learning": self.progress.learning and job is None,
+            "curves": self.progress.curves,
             "final": self.store.get_meta("final"),
             "notice": self._notice,
             "agreement": self.store.agreement(),
+            "resume": self.resume_hint(),
         }
         if job is not None:
             status["round_left"] = len(job) - len(self.store.answers(query_ids))
@@ -293,6 +299,16 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         if math.isnan(status["agreement"]["rate"]):
             status["agreement"] = None
         return status
+
+    def resume_hint(self) -> dict[str, str]:
+        """:return: what the page tells the person to run if training stops: ``command`` (resume) and ``serve``"""
+        command = self.resume_command
+        if callable(command):
+            try:
+                command = command()
+            except Exception:  # the page's status must not fail with the user's function: it falls back to a sentence
+                command = ""
+        return {"command": str(command or ""), "serve": serve_command(self.run_dir)}
 
     def agreement(self) -> dict[str, float]:
         """:return: agreement of the person with the reference labels given to :meth:`ask` (see ``LabelStore.agreement``)"""
