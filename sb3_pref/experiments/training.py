@@ -149,7 +149,8 @@ def evaluate_final_policy(model: BaseAlgorithm, args: argparse.Namespace, episod
     if model.get_vec_normalize_env() is not None:
         env = VecNormalize(env, training=False, norm_reward=False)
         sync_envs_normalization(cast(VecEnv, model.get_env()), env)
-    mean, std = evaluate_policy(model, env, n_eval_episodes=episodes, deterministic=True)
+    # without return_episode_rewards, evaluate_policy returns two floats (its annotation also allows lists)
+    mean, std = cast(tuple[float, float], evaluate_policy(model, env, n_eval_episodes=episodes, deterministic=True))
     env.close()
     return {
         "eval_return": float(mean),
