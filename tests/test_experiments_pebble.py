@@ -109,6 +109,8 @@ def test_pebble_grid_spends_its_budget_resumes_with_its_replay_buffer_and_skips_
         final = RunRecord(run_dir).data["final"]
         assert RunRecord(run_dir).status == FINISHED and np.isfinite(final["rollout/ep_rew_mean"])
         assert os.path.exists(os.path.join(run_dir, "model.zip"))
+        # SAC's only episode ends at step 1000: its last 300 steps still get their log row.
+        assert read_csv_columns(os.path.join(run_dir, "progress.csv"))["time/total_timesteps"][-1] == 1300
         assert not os.path.exists(os.path.join(run_dir, "checkpoints"))  # buffers went with the checkpoints
     assert os.path.exists(os.path.join(pebble_dir, "reward_model.pt"))
 

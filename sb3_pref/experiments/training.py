@@ -58,15 +58,25 @@ class RunCallback(AtomicCheckpointCallback):
         self.run_dir, self.every, self.total = run_dir, every, total_timesteps
         self.heartbeat_seconds = heartbeat_seconds
         self._last_beat = 0.0
-
-    def _on_rollout_start(self) -> None:
-        super()._on_rollout_start()
-        self._beat()
+        self._episode_end_step = -1
 
     def _on_step(self) -> bool:
         if time.monotonic() - self._last_beat > self.heartbeat_seconds:
             self._beat()
+        if np.any(self.locals.get("dones", False)):
+            self._episode_end_step = self.num_timesteps
         return True
+
+    def _on_training_end(self) -> None:
+        super()._on_training_end()
+        # An off-policy learner writes its log row at episode ends (log_interval=1 here), so the steps after
+        # the last one (and the reward rounds in them) would be missing from progress.csv: write that row.
+        if isinstance(self.model, OffPolicyAlgorithm) and self.num_timesteps != self._episode_end_step:
+            self.model.dump_logs()
+
+    def _on_rollout_start(self) -> None:
+        super()._on_rollout_start()
+        self._beat()
 
     def save_checkpoint(self) -> str:
         """The library's checkpoint; an off-policy model's replay buffer is written first, beside it."""
