@@ -6,6 +6,9 @@ quality_teachers.yaml (the committed copies in benchmarks/results/quality/runs, 
     python benchmarks/quality.py --plot               # also results/quality/curves.png
     python benchmarks/quality.py --runs runs/quality  # straight from the grid's folder
 
+Candidates measured beside the grid (``results/quality/variants/<name>``, e.g. ``rm128``, ``front600``) are
+rows of the second table, named after their folder, normalised by the same PPO runs.
+
 A run's score is the grid report's: the mean of the last 10% of its logged training returns
 (``rollout/ep_rew_mean``, the true reward, which the PPO_REWARD policy never sees). Scores are
 normalised by the mean score of PPO on the true reward on the same task, as B-Pref does; Pendulum-v1's
@@ -55,11 +58,18 @@ def random_return(task: str, episodes: int = 10, seed: int = 0) -> float:
     return float(cached[task])
 
 
-def setting(run: RunResult) -> str:
-    """``ppo``, or ``<teacher> <labels>`` for PPO_REWARD."""
+def setting(run: RunResult, variant: str = "") -> str:
+    """``ppo``, or ``<teacher> <labels>`` for PPO_REWARD, with `` (<variant>)`` for a candidate's run."""
     if run.spec.algo == "ppo":
         return "ppo"
-    return f"{run.spec.teacher} {run.spec.budget.max_feed}"
+    return f"{run.spec.teacher} {run.spec.budget.max_feed}" + (f" ({variant})" if variant else "")
+
+
+def load_variants(folder: str) -> dict[str, list[RunResult]]:
+    """The finished runs of each candidate folder under ``folder`` (``variants/<name>/...``), by name."""
+    if not os.path.isdir(folder):
+        return {}
+    return {name: load_runs(os.path.join(folder, name)) for name in sorted(os.listdir(folder))}
 
 
 def score_at(run: RunResult, share: float) -> float:
@@ -94,11 +104,15 @@ def _cell(values: np.ndarray) -> str:
     return f"{iqm(values):.2f} [{low:.2f}, {high:.2f}]"
 
 
-def tables(runs: list[RunResult]) -> str:
-    """The oracle table (one row per task) and the teacher table, in Markdown."""
+def tables(runs: list[RunResult], variants: Optional[dict[str, list[RunResult]]] = None) -> str:
+    """The oracle table (one row per task) and the table of teachers and candidates, in Markdown."""
     by_task: dict[str, dict[str, list[RunResult]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
         by_task[run.spec.task][setting(run)].append(run)
+    for name, variant_runs in (variants or {}).items():
+        for run in variant_runs:
+            if run.spec.algo != "ppo":
+                by_task[run.spec.task][setting(run, name)].append(run)
     lines = [
         "| task | steps | PPO: training / evaluation return | labels | training score / PPO | evaluation / PPO "
         "| training score / PPO at half the steps | CPU / PPO |",
@@ -125,7 +139,7 @@ def tables(runs: list[RunResult]) -> str:
             half = np.array([score_at(run, 0.5) for run in pref])
             cpu = np.mean([training_cpu(run) for run in pref]) / ppo_cpu
             ratio, eval_ratio = normalised(scores, ppo.mean(), rand), normalised(evals, np.nanmean(ppo_eval), rand)
-            if name.startswith("oracle"):
+            if name.startswith("oracle") and "(" not in name:
                 half_ratio = normalised(half, ppo_half, rand)
                 lines.append(
                     f"| {task} | {steps // 1000}k | {iqm(ppo):.1f} / {iqm(ppo_eval):.1f} (n={len(ppo)}) "
@@ -134,6 +148,28 @@ def tables(runs: list[RunResult]) -> str:
                 )
             teacher_lines.append(f"| {task} | {name} | {len(scores)} | {_cell(ratio)} | {_cell(eval_ratio)} | {cpu:.2f} |")
     return "\n".join(lines) + "\n\n" + "\n".join(teacher_lines) + "\n"
+
+
+def seed_table(runs: list[RunResult], variants: Optional[dict[str, list[RunResult]]] = None) -> str:
+    """Each setting's runs, seed by seed: evaluation return / training score / training CPU seconds."""
+    groups: dict[str, dict[int, RunResult]] = defaultdict(dict)
+    for variant, group in [("", runs), *(variants or {}).items()]:
+        for run in group:
+            groups[f"{run.spec.task}: {setting(run, variant)}"][run.spec.seed] = run
+    seeds = sorted({seed for group in groups.values() for seed in group})
+    lines = ["| setting | " + " | ".join(f"seed {seed}" for seed in seeds) + " |", "|---" * (len(seeds) + 1) + "|"]
+    for name in sorted(groups):
+        cells = []
+        for seed in seeds:
+            run = groups[name].get(seed)
+            cells.append(
+                ""
+                if run is None
+                else f"{final_value(run, 'eval_return'):.1f} / "
+                f"{final_score(run.columns, RETURN_KEY):.0f} / {training_cpu(run):.0f}"
+            )
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def plot(runs: list[RunResult], path: str) -> None:
@@ -171,10 +207,14 @@ def plot(runs: list[RunResult], path: str) -> None:
 def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", default=os.path.join(RESULTS, "runs"), help="a grid folder, or the committed copies")
+    parser.add_argument("--variants", default=os.path.join(RESULTS, "variants"), help="candidates' folders")
     parser.add_argument("--plot", action="store_true", help="also draw results/quality/curves.png")
+    parser.add_argument("--seeds", action="store_true", help="also print every run, seed by seed")
     args = parser.parse_args(argv)
-    runs = load_runs(args.runs)
-    print(tables(runs))
+    runs, variants = load_runs(args.runs), load_variants(args.variants)
+    print(tables(runs, variants))
+    if args.seeds:
+        print(seed_table(runs, variants))
     if args.plot:
         plot(runs, os.path.join(RESULTS, "curves.png"))
 
