@@ -1,11 +1,13 @@
 """
-``pebble`` (SAC_REWARD) and ``sac`` in the grid runner: B-Pref's per-task settings and budgets, the
-config checks, and a real tiny grid on walker_walk whose PEBBLE run is killed after a checkpoint and
-resumed with its replay buffer, then skipped once finished.
+``pebble`` (SAC_REWARD) and ``sac`` in the grid runner: B-Pref's per-task settings and budgets, other
+dm_control and gymnasium tasks, the config checks, a real tiny grid on walker_walk whose PEBBLE run is
+killed after a checkpoint and resumed with its replay buffer, then skipped once finished, and a tiny
+Pendulum-v1 grid that ends with the closing evaluation.
 """
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -41,10 +43,71 @@ def test_pebble_runs_take_bpref_settings_and_budgets():
     assert "num_interact" not in door and "feed_type" not in door  # SAC on the true reward has no preference settings
 
 
+def test_pebble_and_sac_take_other_dmc_tasks_and_gymnasium_tasks():
+    from sb3_pref.experiments.pebble import PEBBLE_DEFAULTS, make_pebble
+    from sb3_pref.experiments.pebble_runs import pebble_config
+
+    config = load_config(
+        dict(
+            algorithms=["pebble", "sac"],
+            tasks={"walker_stand": {}, "cartpole_swingup": {}, "Pendulum-v1": {"total_timesteps": 20_000}},
+            budgets=["200x25"],
+            seeds=1,
+        )
+    )
+    runs = {run.run_id: run for run in config.runs()}
+    assert sorted(runs) == [
+        "pebble/Pendulum-v1/oracle/200x25/seed0",
+        "pebble/cartpole_swingup/oracle/200x25/seed0",
+        "pebble/walker_stand/oracle/200x25/seed0",
+        "sac/Pendulum-v1/seed0",
+        "sac/cartpole_swingup/seed0",
+        "sac/walker_stand/seed0",
+    ]
+    # A dm_control task without a B-Pref script: B-Pref's dm_control scripts' settings on its config defaults.
+    for task in ("walker_stand", "cartpole_swingup"):
+        dmc = runs[f"pebble/{task}/oracle/200x25/seed0"].hyperparameters
+        assert dmc["agent.params.actor_lr"] == 5e-4 and dmc["num_interact"] == 20_000 and dmc["reward_update"] == 50
+        assert (dmc["total_timesteps"], dmc["num_unsup_steps"], dmc["agent.params.batch_size"]) == (500_000, 9000, 1024)
+        assert runs[f"sac/{task}/seed0"].hyperparameters["agent.params.actor_lr"] == 5e-4
+    # A gymnasium task: B-Pref's config defaults, the config's step count.
+    gym = runs["pebble/Pendulum-v1/oracle/200x25/seed0"].hyperparameters
+    assert gym["agent.params.actor_lr"] == 1e-4 and gym["num_interact"] == 5000 and gym["reward_update"] == 200
+    assert gym["total_timesteps"] == 20_000 and gym["diag_gaussian_actor.params.hidden_dim"] == 1024
+    sac = runs["sac/Pendulum-v1/seed0"].hyperparameters
+    assert sac["total_timesteps"] == 20_000 and "num_interact" not in sac and "reward_hidden_dim" not in sac
+    # The reward network's size is B-Pref's unless a config gives it (and then in the run's settings).
+    assert "reward_hidden_dim" not in gym
+    built = pebble_config(runs["pebble/Pendulum-v1/oracle/200x25/seed0"])
+    assert (built["reward_hidden_dim"], built["reward_hidden_depth"]) == (256, 3)
+    assert (PEBBLE_DEFAULTS["reward_hidden_dim"], PEBBLE_DEFAULTS["reward_hidden_depth"]) == (256, 3)
+    small = load_config(
+        dict(algorithms={"pebble": {"reward_hidden_dim": 16, "reward_hidden_depth": 1}}, tasks=["walker_stand"],
+             budgets=["20x10"], seeds=1)
+    ).runs()[0]  # fmt: skip
+    assert (small.hyperparameters["reward_hidden_dim"], small.hyperparameters["reward_hidden_depth"]) == (16, 1)
+    from stable_baselines3.common.env_util import make_vec_env
+
+    tiny = dict(pebble_config(small), **{"diag_gaussian_actor.params.hidden_dim": 8, "double_q_critic.params.hidden_dim": 8})
+    reward_model = make_pebble(tiny, make_vec_env("Pendulum-v1", n_envs=1, seed=0)).reward_model
+    assert (reward_model.hidden_dim, reward_model.n_layers) == (16, 1)
+
+
 @pytest.mark.parametrize(
     "changes, message",
     [
-        (dict(tasks=["hopper_hop"]), "pebble has B-Pref's PEBBLE settings for walker_walk"),
+        # no B-Pref budget outside its PEBBLE tasks: the config gives them
+        (dict(tasks=["hopper_hop"]), "tasks.hopper_hop: pebble needs budgets"),
+        (dict(tasks={"Pendulum-v1": {"total_timesteps": 1000}}), "tasks.Pendulum-v1: pebble needs budgets"),
+        # no B-Pref step count for a gymnasium task
+        (dict(tasks=["Pendulum-v1"], budgets=["20x10"]), "total_timesteps: required for 'Pendulum-v1'"),
+        (dict(tasks=["walker_flyy"]), "tasks.walker_flyy: unknown task"),
+        (dict(tasks=["Pendulum-v9"]), "tasks.Pendulum-v9: unknown task"),
+        (dict(tasks={"CartPole-v1": {"total_timesteps": 1000}}, budgets=["20x10"]), "continuous (Box) action space"),
+        (dict(tasks=["metaworld_reach-v2"]), "PEBBLE settings for the Meta-World tasks metaworld_button-press-v2"),
+        (dict(algorithms={"pebble": {"reward_hidden_depth": -1}}), "reward_hidden_depth must be an int >= 0"),
+        (dict(algorithms={"pebble": {"reward_hidden_dim": 0}}), "reward_hidden_dim must be >= 1"),
+        (dict(algorithms={"sac": {"reward_hidden_dim": 64}}), "algorithms.sac.reward_hidden_dim: unknown hyperparameter"),
         (dict(tasks=["darkroom"]), "continuous-action"),
         (dict(algorithms={"pebble": {"max_feedback": 100}}), "max_feedback: not a hyperparameter: set budgets"),
         (dict(algorithms={"pebble": {"num_train_steps": 100}}), "set total_timesteps"),
@@ -57,8 +120,94 @@ def test_pebble_runs_take_bpref_settings_and_budgets():
 def test_pebble_config_errors_name_the_setting(changes, message):
     config = dict(algorithms=["pebble"], tasks=["walker_walk"], seeds=1)
     config.update(changes)
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(config)
+
+
+def test_pebble_quality_grid_expands_to_its_runs():
+    pytest.importorskip("yaml")
+    config = load_config(os.path.join(BENCHMARKS, "pebble_quality.yaml"))
+    assert config.output_dir == os.path.join("runs", "pebble_quality") and config.checkpoint_every == 25_000
+    budgets = {"Pendulum-v1": "200x25", "cartpole_swingup": "1000x100", "walker_stand": "1000x100"}
+    expected = [
+        run_id
+        for seed in range(3)
+        for task, budget in budgets.items()
+        for run_id in (
+            f"sac/{task}/seed{seed}",
+            f"pebble/{task}/oracle/{budget}/seed{seed}",
+            f"ppo/{task}/seed{seed}",
+            f"prefppo/{task}/oracle/{budget}/seed{seed}",
+        )
+    ]
+    runs = config.runs()
+    assert [run.run_id for run in runs] == expected
+    steps = {"Pendulum-v1": 20_000, "cartpole_swingup": 100_000, "walker_stand": 150_000}
+    assert all(run.total_timesteps == steps[run.task] for run in runs)  # the same env steps for every algorithm
+    by_id = {run.run_id: run.hyperparameters for run in runs}
+    sac = by_id["sac/walker_stand/seed0"]
+    # SB3's SAC defaults in B-Pref's names
+    assert sac["agent.params.actor_lr"] == 3e-4 and sac["agent.params.batch_size"] == 256
+    assert sac["agent.params.init_temperature"] == 1.0 and sac["agent.params.critic_target_update_frequency"] == 1
+    assert sac["diag_gaussian_actor.params.hidden_dim"] == 256 and sac["double_q_critic.params.hidden_depth"] == 2
+    pendulum = by_id["pebble/Pendulum-v1/oracle/200x25/seed0"]
+    assert (pendulum["num_unsup_steps"], pendulum["num_interact"], pendulum["reward_hidden_dim"]) == (2000, 2000, 64)
+    walker = by_id["pebble/walker_stand/oracle/1000x100/seed0"]
+    assert (walker["num_interact"], walker["reward_hidden_dim"], walker["reward_hidden_depth"]) == (10_000, 64, 2)
+    # Every PEBBLE run spends its labels with steps to learn from the last round: seed + pretraining steps, then rounds.
+    for run in runs:
+        if run.algo == "pebble":
+            budget, settings = run.budget, run.hyperparameters
+            rounds = -(-budget.max_feed // budget.re_batch)
+            last = settings["num_seed_steps"] + settings["num_unsup_steps"] + (rounds - 1) * settings["num_interact"]
+            assert last <= 0.95 * run.total_timesteps, run.run_id
+    # PrefPPO keeps quality.yaml's settings (its reward model, its PPO) on this grid's steps and budgets.
+    prefppo = by_id["prefppo/cartpole_swingup/oracle/1000x100/seed0"]
+    assert (prefppo["re_hidden_dim"], prefppo["n_envs"], prefppo["unsuper_step"]) == (64, 8, 8000)
+    assert by_id["prefppo/walker_stand/oracle/1000x100/seed0"]["normalize"] is True
+
+
+def test_pebble_run_on_a_gymnasium_task_spends_its_budget_and_ends_with_the_closing_evaluation(tmp_path):
+    """
+    A tiny pebble run on Pendulum-v1 through execute_run: labels spent, eval_return in run.json's final (the
+    walker_walk grid above checks a sac run's evaluation).
+    """
+    config = load_config(
+        dict(
+            output_dir=str(tmp_path / "grid"),
+            algorithms={
+                # pretraining 100 steps after 100 seed steps, then a round of 10 labels every 100 steps until 40
+                "pebble": dict(num_unsup_steps=100, num_interact=100, segment=25, reward_update=5, reset_update=10,
+                               ensemble_size=1, reward_hidden_dim=16, reward_hidden_depth=1),
+            },
+            tasks={"Pendulum-v1": {"total_timesteps": 600}},
+            budgets=["40x10"],
+            seeds=1,
+            checkpoint_every=10_000,  # none: this test is about the end of a run
+            hyperparameters={
+                "num_seed_steps": 100, "agent.params.batch_size": 32, "diag_gaussian_actor.params.hidden_dim": 16,
+                "diag_gaussian_actor.params.hidden_depth": 1, "double_q_critic.params.hidden_dim": 16,
+                "double_q_critic.params.hidden_depth": 1,
+            },
+        )
+    )  # fmt: skip
+    (run,) = config.runs()
+    assert run.run_id == "pebble/Pendulum-v1/oracle/40x10/seed0"
+    plan_grid(config)
+    run_dir = os.path.join(config.output_dir, run.run_id)
+    execute_run(run_dir, stdout_log=False)
+    record = RunRecord(run_dir)
+    final = record.data["final"]
+    assert record.status == FINISHED and record.data["attempts"][-1]["end_step"] == 600
+    # 10 deterministic episodes of 200 steps on a fresh env; Pendulum's returns are in [-16.3 * 200, 0]
+    assert final["eval_episodes"] == 10 and -3300 < final["eval_return"] <= 0 and final["eval_cpu_time"] > 0
+    assert np.isfinite(final["eval_return_std"]) and np.isfinite(final["rollout/ep_rew_mean"])
+    # the budget, spent: 4 rounds of 10 (at 200, 300, 400 and 500 steps)
+    assert final["labels"] == 40 and read_csv_columns(os.path.join(run_dir, "progress.csv"))["reward/total_feed"][-1] == 40
+    with np.load(os.path.join(run_dir, "preferences.npz")) as labels:
+        assert len(labels["labels"]) == 40
+    for name in ("model.zip", "reward_model.pt"):
+        assert os.path.exists(os.path.join(run_dir, name)), name
 
 
 def _wait_for(condition, seconds, what):
@@ -69,8 +218,12 @@ def _wait_for(condition, seconds, what):
         time.sleep(0.2)
 
 
-def test_pebble_grid_spends_its_budget_resumes_with_its_replay_buffer_and_skips_finished_runs(tmp_path):
+def test_pebble_grid_spends_its_budget_resumes_with_its_replay_buffer_and_skips_finished_runs(tmp_path, monkeypatch):
     pytest.importorskip("yaml")
+    from sb3_pref.experiments import training
+
+    # 2 episodes of the closing evaluation, not 10: a walker_walk episode is 1000 steps (the Pendulum-v1 test runs 10)
+    monkeypatch.setattr(training, "EVAL_EPISODES", 2)
     config = load_config(os.path.join(BENCHMARKS, "grid_pebble_smoke.yaml"), output_dir=str(tmp_path / "grid"))
     assert [run.run_id for run in config.runs()] == [PEBBLE_RUN, "sac/walker_walk/seed0"]
     plan_grid(config)
@@ -108,6 +261,8 @@ def test_pebble_grid_spends_its_budget_resumes_with_its_replay_buffer_and_skips_
     for run_dir in (pebble_dir, sac_dir):
         final = RunRecord(run_dir).data["final"]
         assert RunRecord(run_dir).status == FINISHED and np.isfinite(final["rollout/ep_rew_mean"])
+        # the closing evaluation, as a ppo / prefppo run's: deterministic episodes of 1000 steps
+        assert final["eval_episodes"] == 2 and 0 <= final["eval_return"] <= 1000 and final["eval_cpu_time"] > 0
         assert os.path.exists(os.path.join(run_dir, "model.zip"))
         # SAC's only episode ends at step 1000: its last 300 steps still get their log row.
         assert read_csv_columns(os.path.join(run_dir, "progress.csv"))["time/total_timesteps"][-1] == 1300

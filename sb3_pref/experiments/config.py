@@ -171,6 +171,11 @@ class GridConfig:
             return [RunSpec(hyperparameters=dict(settings), **common)]
         budgets = [parse_budget(b) for b in task_settings["budgets"]] if "budgets" in task_settings else self.budgets
         budgets = budgets or [parse_budget(b) for b in _default_budgets(algo, task)]
+        if not budgets:  # a pebble run on a task B-Pref has no PEBBLE script for: no default to fall back on
+            raise ConfigError(
+                f"tasks.{task}: {algo} needs budgets on {task!r} (B-Pref has none for it): give budgets, e.g. "
+                f'budgets: ["1000x100"] at the top level or under tasks.{task}'
+            )
         return [
             RunSpec(hyperparameters=dict(settings), teacher=name, teacher_params=params, budget=budget, **common)
             for budget in budgets

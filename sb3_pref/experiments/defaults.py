@@ -124,7 +124,7 @@ AD_KEYS = (
     "n_layers", "n_heads", "ff_dim", "attention_dropout", "residual_dropout", "lr", "min_lr", "batch_size",
     "episodes_per_trial", "eval_trials", "size", "episode_length", "n_test", "terminate_on_goal", "observation",
     "deterministic_eval", "recency_bias", "anneal_fraction", "anneal_after_reward", "preset",
-)
+)  # fmt: skip
 #: the seed's DarkRoom setting (A2C learners, 2.5M steps each, the 4-layer model, 22k updates)
 AD_PRESETS: dict[str, dict[str, Any]] = {
     "darkroom": dict(
@@ -134,7 +134,7 @@ AD_PRESETS: dict[str, dict[str, Any]] = {
         terminate_on_goal=True, observation="xy", deterministic_eval=False, recency_bias=False, anneal_fraction=0.5,
         anneal_after_reward=False, preset="seed",
     ),
-}
+}  # fmt: skip
 #: named AD settings a config picks with ``preset:`` (its other keys then override the preset's):
 #: ``seed``, the seed's DarkRoom setting above, ``noisy_room``, :data:`sb3_pref.ad.presets.NOISY_ROOM`
 #: (AD^epsilon histories on a 5 x 5 room: in-context learning on held-out goals in minutes on a CPU), and
@@ -146,7 +146,7 @@ _NOISY_ROOM: dict[str, Any] = dict(
     lr=3e-3, min_lr=1.5e-4, batch_size=32, episodes_per_trial=6, eval_trials=192, size=5, episode_length=8, n_test=8,
     terminate_on_goal=False, observation="xy", deterministic_eval=False, recency_bias=True, anneal_fraction=0.75,
     anneal_after_reward=False, preset="noisy_room",
-)
+)  # fmt: skip
 AD_NAMED_PRESETS: dict[str, dict[str, Any]] = {
     "seed": AD_PRESETS["darkroom"],
     "noisy_room": _NOISY_ROOM,
@@ -156,7 +156,7 @@ AD_NAMED_PRESETS: dict[str, dict[str, Any]] = {
         embed_dim=64, n_layers=2, ff_dim=256, lr=2e-3, min_lr=1e-4, batch_size=16, episodes_per_trial=20,
         eval_trials=128, anneal_fraction=0.125, anneal_after_reward=True, preset="noisy_room_20",
     ),
-}
+}  # fmt: skip
 
 
 def ad_preset(name: Any) -> dict[str, Any]:
@@ -199,8 +199,9 @@ def task_family(task: str) -> str:
 def algorithm_runs_on(algo: str, task: str) -> bool:
     """
     Whether ``algo`` takes ``task``: rl2 (and ad on DarkRoom) runs on trial tasks; ppo, prefppo, pebble
-    and sac on dm_control / Meta-World (pebble and sac on the tasks B-Pref has PEBBLE settings for,
-    which the config check enforces with its own error).
+    and sac on dm_control, gymnasium and Meta-World tasks (pebble and sac on the Meta-World tasks B-Pref has
+    PEBBLE settings for and on continuous-action gymnasium tasks, which the config check enforces with its
+    own error).
     """
     trial_task = task_family(task) in RL2_PRESETS
     if algo == "ad":
@@ -218,8 +219,11 @@ def why_not(algo: str, task: str) -> str:
         return "ad runs on darkroom"
     if algo in ("pebble", "sac"):
         # The trial tasks are the grid's discrete-action ones (DarkRoom, bandits) or trials of episodes (ML1).
-        return f"{algo} is SAC: it needs a continuous-action dm_control or Meta-World task, not the trial task {task!r}"
-    return f"{algo} runs on dm_control and Meta-World tasks, not the trial task {task!r}"
+        return (
+            f"{algo} is SAC: it needs a continuous-action dm_control, gymnasium or Meta-World task, "
+            f"not the trial task {task!r}"
+        )
+    return f"{algo} runs on dm_control, gymnasium and Meta-World tasks, not the trial task {task!r}"
 
 
 def _bpref_entry(task: str) -> dict[str, Any]:

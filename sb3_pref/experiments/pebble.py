@@ -16,7 +16,8 @@ from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, Rewar
 from sb3_pref.sac_reward import SAC_REWARD
 
 #: B-Pref's ``config/train_PEBBLE.yaml`` and ``config/agent/sac.yaml`` defaults (flat names), with
-#: ``num_unsup_steps`` at its run scripts' 9000.
+#: ``num_unsup_steps`` at its run scripts' 9000, plus the reward network's size (``reward_hidden_dim``,
+#: ``reward_hidden_depth``), which B-Pref fixes at 3 layers of 256.
 PEBBLE_DEFAULTS: dict[str, Any] = {
     "env": "walker_walk", "seed": 1, "segment": 50, "activation": "tanh", "num_seed_steps": 1000,
     "num_unsup_steps": 9000, "num_interact": 5000, "reward_lr": 3e-4, "reward_batch": 128, "reward_update": 200,
@@ -28,8 +29,13 @@ PEBBLE_DEFAULTS: dict[str, Any] = {
     "agent.params.critic_tau": 0.005, "agent.params.critic_target_update_frequency": 2,
     "diag_gaussian_actor.params.hidden_dim": 1024, "diag_gaussian_actor.params.hidden_depth": 2,
     "double_q_critic.params.hidden_dim": 1024, "double_q_critic.params.hidden_depth": 2,
+    # Not B-Pref settings: its reward_model.py hard-codes 3 hidden layers of 256 (these defaults). Named like the
+    # actor's and critic's, so that a run can afford a smaller reward network on a CPU (prefppo's re_hidden_dim).
+    "reward_hidden_dim": BPREF_HIDDEN_DIM, "reward_hidden_depth": BPREF_N_LAYERS,
 }  # fmt: skip
 
+#: B-Pref's dm_control run scripts' settings (walker_walk's, cheetah_run's); a grid gives them to a dm_control task
+#: B-Pref has no script for
 _DMC = {"agent.params.actor_lr": 5e-4, "agent.params.critic_lr": 5e-4, "num_train_steps": 500_000,
         "num_interact": 20_000, "reward_update": 50}  # fmt: skip
 _METAWORLD = {
@@ -113,7 +119,7 @@ def make_pebble(config: dict[str, Any], env: VecEnv, **kwargs: Any) -> SAC_REWAR
     The :class:`~sb3_pref.SAC_REWARD` of a B-Pref PEBBLE run.
 
     :param config: settings from :func:`parse_overrides`
-    :param env: the (dm_control or Meta-World) VecEnv
+    :param env: the (dm_control, Meta-World or gymnasium) VecEnv
     :param kwargs: more ``SAC_REWARD`` arguments (``verbose``, ``tensorboard_log``, ...)
     """
     reward_model = RewardModel(
@@ -121,8 +127,10 @@ def make_pebble(config: dict[str, Any], env: VecEnv, **kwargs: Any) -> SAC_REWAR
         lr=config["reward_lr"], mb_size=config["reward_batch"], ensemble_size=config["ensemble_size"],
         teacher_beta=config["teacher_beta"], teacher_gamma=config["teacher_gamma"],
         teacher_eps_mistake=config["teacher_eps_mistake"], teacher_eps_skip=config["teacher_eps_skip"],
-        teacher_eps_equal=config["teacher_eps_equal"], hidden_dim=BPREF_HIDDEN_DIM,
-        n_layers=BPREF_N_LAYERS,
+        teacher_eps_equal=config["teacher_eps_equal"],
+        # .get: a config written before these two settings existed (a run's config.json) has B-Pref's network
+        hidden_dim=config.get("reward_hidden_dim", BPREF_HIDDEN_DIM),
+        n_layers=config.get("reward_hidden_depth", BPREF_N_LAYERS),
     )  # fmt: skip
     return SAC_REWARD(
         "MlpPolicy", env, reward_model=reward_model, **sac_kwargs(config),

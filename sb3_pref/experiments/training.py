@@ -14,7 +14,7 @@ import shutil
 import sys
 import time
 import traceback
-from typing import Any, Optional, cast
+from typing import Any, Callable, Optional, Union, cast
 
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
@@ -76,7 +76,9 @@ class RunCallback(AtomicCheckpointCallback):
 
     def _on_rollout_start(self) -> None:
         super()._on_rollout_start()
-        self._beat()
+        # Not at every rollout: an off-policy "rollout" is one env step, and a beat is a file write with fsync.
+        if time.monotonic() - self._last_beat > self.heartbeat_seconds:
+            self._beat()
 
     def save_checkpoint(self) -> str:
         """The library's checkpoint; an off-policy model's replay buffer is written first, beside it."""
@@ -130,8 +132,10 @@ def _build_bpref(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Checkpoin
     return algorithm.load(checkpoint.model, env=env, device="cpu")
 
 
-#: episodes of the deterministic evaluation that closes a ppo / prefppo run
+#: episodes of the deterministic evaluation that closes a ppo / prefppo / pebble / sac run
 EVAL_EPISODES = 10
+#: the evaluation env's seed is the run's plus this: episodes the training envs never started from
+EVAL_SEED_OFFSET = 10_000
 
 
 def _finish_bpref(model: BaseAlgorithm, spec: RunSpec, run_dir: str) -> dict[str, Any]:
@@ -139,14 +143,17 @@ def _finish_bpref(model: BaseAlgorithm, spec: RunSpec, run_dir: str) -> dict[str
     return evaluate_final_policy(model, bpref_args(spec))
 
 
-def evaluate_final_policy(model: BaseAlgorithm, args: argparse.Namespace, episodes: int = EVAL_EPISODES) -> dict[str, Any]:
+def evaluate_final_policy(
+    model: BaseAlgorithm, env_source: Union[argparse.Namespace, Callable[[], VecEnv]], episodes: int = EVAL_EPISODES
+) -> dict[str, Any]:
     """
     What a user of the trained model gets: SB3's ``evaluate_policy`` (deterministic actions) on a fresh
-    env seeded ``seed + 10000``, through the run's frozen ``VecNormalize`` statistics when it has them.
-    Training returns, the grid's score, come from the exploring policy and can sit far below this.
+    env seeded ``seed + EVAL_SEED_OFFSET``, through the run's frozen ``VecNormalize`` statistics when it has
+    them. Training returns, the grid's score, come from the exploring policy and can sit far below this.
 
     :param model: the trained model
-    :param args: the run's flags
+    :param env_source: the run's flags (ppo / prefppo: one env built from them, seeded ``seed + EVAL_SEED_OFFSET``),
+        or a function that builds that fresh env (pebble / sac, whose settings are no flags)
     :param episodes: episodes to average
     :return: ``eval_return``, ``eval_return_std``, ``eval_episodes`` and ``eval_cpu_time`` (CPU seconds
         of the evaluation, which the run's ``cpu_time`` includes)
@@ -155,7 +162,11 @@ def evaluate_final_policy(model: BaseAlgorithm, args: argparse.Namespace, episod
     from stable_baselines3.common.vec_env import VecNormalize, sync_envs_normalization
 
     started = time.process_time()
-    env: VecEnv = make_raw_env(argparse.Namespace(**{**vars(args), "n_envs": 1, "seed": args.seed + 10_000}), None)
+    if isinstance(env_source, argparse.Namespace):
+        seed = env_source.seed + EVAL_SEED_OFFSET
+        env: VecEnv = make_raw_env(argparse.Namespace(**{**vars(env_source), "n_envs": 1, "seed": seed}), None)
+    else:
+        env = env_source()
     if model.get_vec_normalize_env() is not None:
         env = VecNormalize(env, training=False, norm_reward=False)
         sync_envs_normalization(cast(VecEnv, model.get_env()), env)
