@@ -45,10 +45,11 @@ PPO_SETTINGS: dict = dict(
 )
 
 
-# The demo's reward model: B-Pref's segment length; half the budget asked at the first round (after
-# pretraining), then 25 queries every 4k steps, so the reward PPO trains on is fitted on 200 labels from
-# the start and stops moving by 40k steps (benchmarks/DEMO.md measures each choice).
-REWARD_MODEL_SETTINGS: dict = dict(size_segment=50, initial_mb_size=200, mb_size=25, hidden_dim=128)
+# The demo's reward model: the library's default network (3 members of 2x64), B-Pref's segment length; half
+# the budget asked at the first round (after pretraining), then 25 queries every 4k steps, so the reward PPO
+# trains on is fitted on 200 labels from the start and stops moving by 40k steps (benchmarks/DEMO.md measures
+# each choice; a 2x128 network did worse on 4 of 5 seeds and in benchmarks/QUALITY.md).
+REWARD_MODEL_SETTINGS: dict = dict(size_segment=50, initial_mb_size=200, mb_size=25)
 
 
 def build(env: VecEnv, seed: int, teacher: str = "oracle", max_feed: int = 400, **options: Any) -> PPO_REWARD:

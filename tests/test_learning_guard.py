@@ -11,8 +11,11 @@ The guard trains the demo on seed 0 and checks the deterministic true return (3 
 100k and 120k steps; it passes at the first check above the start plus ``MARGIN``. Measured on an AMD EPYC
 (AVX2, 2 threads), from 630.5 at the start:
 
-- the demo: 819.6 at 60k (passes there, 72 s; then 409.8, 952.5, 998.4), and on 5 seeds at one thread
-  every seed clears the margin by 120k (825/536/331/734/405 at 60k, 989/998/957/999/989 at 120k);
+- the demo (the library's default 2x64 reward network since 2026-11-26): 712.8 at 60k, 978.1 at 80k (passes
+  there; then 998.4, 998.3), and on 5 seeds at one thread every seed ends past the margin (998/985/998/1000/910
+  at 120k, ``benchmarks/DEMO.md``);
+- the demo with the 2x128 reward network it had before: 819.6 at 60k (passes there, 72 s; then 409.8, 952.5,
+  998.4), and 989/998/957/999/989 at 120k on 5 seeds at one thread;
 - the demo's label schedule before the fix (50 labels every 12k steps, main at 73f4cd1), the same checks:
   388.7, 320.3, 373.6, 296.7 with its 500-step rollouts and 165.2, 232.8, 274.9, 276.4 with the demo's
   250-step ones: below its start at every check, so it fails (110 s at one thread).
