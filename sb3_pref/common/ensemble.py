@@ -7,6 +7,7 @@ features or training: they are plain ``nn.Module`` building blocks (and B-Pref's
 """
 
 import math
+from typing import Any
 
 import torch as th
 from torch import nn
@@ -48,14 +49,72 @@ BPREF_HIDDEN_DIM = 256
 BPREF_N_LAYERS = 3
 
 
-def build_ensemble(ensemble_size: int, input_dim: int, hidden_dim: int, n_layers: int, activation: str) -> nn.Sequential:
+#: a standardised input is clipped to this many standard deviations (VecNormalize's ``clip_obs``)
+INPUT_CLIP = 10.0
+#: added to the variance before the square root (VecNormalize's ``epsilon``)
+INPUT_EPSILON = 1e-8
+
+
+class EnsembleMLP(nn.Sequential):
+    """
+    The members' layers, after an input standardisation that is the identity until :meth:`fit_inputs`
+    sets it, once: ``clip((x - mean) / sqrt(var + eps), -10, 10)`` per input feature.
+
+    Why: the features are raw observations and actions of very different scales (cartpole's pole angular
+    velocity spans about +-15, its cosine +-1). Without standardisation a small ensemble fits the first labels
+    mostly through the largest feature: on cartpole_swingup's pretraining data, 100 labels taught it to reward
+    spinning the pole, and the policy learnt to spin (``benchmarks/QUALITY.md``). The statistics are frozen after
+    the first fit, because moving them would change the reward of every state between two rounds.
+
+    The layers keep ``nn.Sequential``'s names (``0.weight``, ...), and a state dict saved before the
+    standardisation existed loads as a frozen identity.
+
+    :param layers: the layers, as ``nn.Sequential`` takes them
+    :param input_dim: width of the input
+    """
+
+    def __init__(self, *layers: nn.Module, input_dim: int) -> None:
+        super().__init__(*layers)
+        self.register_buffer("input_mean", th.zeros(input_dim))
+        self.register_buffer("input_std", th.ones(input_dim))
+        self.register_buffer("input_clip", th.tensor(math.inf))
+        self.register_buffer("input_fitted", th.tensor(False))
+
+    @property
+    def inputs_fitted(self) -> bool:
+        return bool(self.input_fitted)
+
+    def fit_inputs(self, features: th.Tensor) -> None:
+        """Freeze the standardisation to the mean and std of ``(..., input_dim)`` features."""
+        flat = features.reshape(-1, features.shape[-1]).float()
+        with th.no_grad():
+            self.input_mean.copy_(flat.mean(0))
+            self.input_std.copy_(th.sqrt(flat.var(0, unbiased=False) + INPUT_EPSILON))
+            self.input_clip.fill_(INPUT_CLIP)
+            self.input_fitted.fill_(True)
+
+    def forward(self, x: th.Tensor) -> th.Tensor:
+        x = ((x - self.input_mean) / self.input_std).clamp(-self.input_clip, self.input_clip)
+        return super().forward(x)
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
+        # A model saved before the standardisation existed: keep its function (identity, never fitted again).
+        if prefix + "input_fitted" not in state_dict:
+            state_dict[prefix + "input_mean"] = th.zeros_like(self.input_mean)
+            state_dict[prefix + "input_std"] = th.ones_like(self.input_std)
+            state_dict[prefix + "input_clip"] = th.tensor(math.inf)
+            state_dict[prefix + "input_fitted"] = th.tensor(True)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+
+def build_ensemble(ensemble_size: int, input_dim: int, hidden_dim: int, n_layers: int, activation: str) -> EnsembleMLP:
     layers: list[nn.Module] = []
     width = input_dim
     for _ in range(n_layers):
         layers += [EnsembleLinear(ensemble_size, width, hidden_dim), nn.LeakyReLU()]
         width = hidden_dim
     layers += [EnsembleLinear(ensemble_size, width, 1), OUTPUT_ACTIVATIONS[activation]()]
-    return nn.Sequential(*layers)
+    return EnsembleMLP(*layers, input_dim=input_dim)
 
 
-__all__ = ["BPREF_HIDDEN_DIM", "BPREF_N_LAYERS", "OUTPUT_ACTIVATIONS", "EnsembleLinear", "build_ensemble"]
+__all__ = ["BPREF_HIDDEN_DIM", "BPREF_N_LAYERS", "OUTPUT_ACTIVATIONS", "EnsembleLinear", "EnsembleMLP", "build_ensemble"]

@@ -79,6 +79,8 @@ class RewardModel:
     :param device: torch device; ``"auto"`` (default) picks CUDA when available, whatever the policy's device
     :param seed: seed of the parameter initialisation (and of the teacher built from ``teacher_*``);
         None draws from torch's global generator like any ``nn.Module``
+    :param input_norm: standardise each input feature by the mean and std of the labelled segments of the
+        first training round, frozen afterwards (not in B-Pref; see :class:`~sb3_pref.common.ensemble.EnsembleMLP`)
     """
 
     def __init__(
@@ -105,6 +107,7 @@ class RewardModel:
         teacher: Optional[BaseTeacher] = None,
         device: Union[str, th.device] = "auto",
         seed: Optional[int] = None,
+        input_norm: bool = False,
     ) -> None:
         if activation not in OUTPUT_ACTIVATIONS:
             raise ValueError(f"activation={activation!r} is not one of {sorted(OUTPUT_ACTIVATIONS)}")
@@ -129,6 +132,9 @@ class RewardModel:
             )
         if seed is not None:
             seed = check_int("seed", seed, 0, 0)
+        if not isinstance(input_norm, (bool, np.bool_)):
+            raise TypeError(f"input_norm must be True or False, got {input_norm!r}")
+        self.input_norm = bool(input_norm)
         self.encoder = FeatureEncoder(obs_dim, act_dim)
         self.size_segment = int(size_segment)
         self.activation = activation
@@ -358,6 +364,8 @@ class RewardModel:
         if not passes_per_new_label > 0:
             raise ValueError(f"passes_per_new_label must be positive, got {passes_per_new_label!r}")
         tensors = self._dataset_tensors(dataset)
+        if self.input_norm and not self.ensemble.inputs_fitted:
+            self.ensemble.fit_inputs(th.cat([tensors[0], tensors[1]]))
         n_pairs = len(tensors[2])
         n_new = n_pairs if n_new is None else min(max(int(n_new), 0), n_pairs)
         if schedule == "auto" and not anneal_lr and n_pairs >= N_FOLDS * MIN_FOLD:

@@ -36,6 +36,7 @@ def reward_model_config(model: "RewardModel") -> dict[str, Any]:
         "train_batch_size": model.train_batch_size,
         "label_margin": model.label_margin,
         "train_dtype": model.requested_train_dtype,
+        "input_norm": model.input_norm,
     }
 
 

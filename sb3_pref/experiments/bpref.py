@@ -149,6 +149,7 @@ def make_prefppo(
         hidden_dim=args.re_hidden_dim,
         n_layers=args.re_num_layer,
         train_dtype=args.re_train_dtype,
+        input_norm=getattr(args, "re_input_norm", False),
     )
     return PPO_REWARD(
         MlpPolicy,

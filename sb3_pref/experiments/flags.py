@@ -168,6 +168,12 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
         "auto (the library default: early stop on held-out labels, at most --re-update passes)",
     )
     reward.add_argument(
+        "--re-input-norm",
+        type=flag,
+        default=False,
+        help="standardise the reward model's inputs by the first round's labelled segments (0/1; not in B-Pref)",
+    )
+    reward.add_argument(
         "--re-train-dtype",
         choices=["float32", "bfloat16"],
         default="float32",
