@@ -73,6 +73,11 @@ class EnsembleMLP(nn.Sequential):
     :param input_dim: width of the input
     """
 
+    input_mean: th.Tensor
+    input_std: th.Tensor
+    input_clip: th.Tensor
+    input_fitted: th.Tensor
+
     def __init__(self, *layers: nn.Module, input_dim: int) -> None:
         super().__init__(*layers)
         self.register_buffer("input_mean", th.zeros(input_dim))
