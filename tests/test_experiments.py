@@ -416,7 +416,7 @@ def test_re_initial_batch_front_loads_the_first_round_of_a_grid_run(tmp_path):
 def test_a_gymnasium_task_runs_in_a_grid_with_sb3_style_settings(tmp_path):
     settings = dict(
         TINY, total_timesteps=1500, gamma=0.9, clip_init=0.2, clip_anneal=False, use_sde=False, normalize=False,
-        re_hidden_dim=32, re_num_layer=2, re_schedule="auto", re_initial_batch=12,
+        re_hidden_dim=32, re_num_layer=2, re_schedule="auto", re_initial_batch=12, re_input_norm=True,
     )  # fmt: skip
     config = load_config(
         tiny_grid(tmp_path, tasks={"Pendulum-v1": {"budgets": ["16x4"]}}, hyperparameters=settings, checkpoint_every=1000)
@@ -427,6 +427,7 @@ def test_a_gymnasium_task_runs_in_a_grid_with_sb3_style_settings(tmp_path):
     model = make_prefppo(args, make_env(args, None), verbose=0)
     assert (model.gamma, model.clip_range(1.0), model.clip_range(0.1)) == (0.9, 0.2, 0.2)  # SB3's constant clip
     assert (model.reward_model.hidden_dim, model.reward_model.n_layers) == (32, 2)
+    assert model.reward_model.input_norm and not build_parser("B-Pref").parse_args([]).re_input_norm  # B-Pref: raw
     assert bpref_args(ppo).clip_anneal is False and build_parser("B-Pref").parse_args([]).clip_anneal is True
 
     result = run_grid(config, workers=1, stream=None)
