@@ -85,6 +85,9 @@ class EnsembleMLP(nn.Sequential):
         self.register_buffer("input_std", th.ones(input_dim))
         self.register_buffer("input_clip", th.tensor(math.inf))
         self.register_buffer("input_fitted", th.tensor(False))
+        # Mirrors the buffers as a Python bool, so an unstandardised forward pass (the per-step prediction of an
+        # off-policy run) pays no extra tensor operations.
+        self._standardise = False
 
     @property
     def inputs_fitted(self) -> bool:
@@ -98,9 +101,11 @@ class EnsembleMLP(nn.Sequential):
             self.input_std.copy_(th.sqrt(flat.var(0, unbiased=False) + INPUT_EPSILON))
             self.input_clip.fill_(INPUT_CLIP)
             self.input_fitted.fill_(True)
+        self._standardise = True
 
     def forward(self, x: th.Tensor) -> th.Tensor:
-        x = ((x - self.input_mean) / self.input_std).clamp(-self.input_clip, self.input_clip)
+        if self._standardise:
+            x = ((x - self.input_mean) / self.input_std).clamp(-self.input_clip, self.input_clip)
         return super().forward(x)
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
@@ -111,6 +116,8 @@ class EnsembleMLP(nn.Sequential):
             state_dict[prefix + "input_clip"] = th.tensor(math.inf)
             state_dict[prefix + "input_fitted"] = th.tensor(True)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        # An identity (an older file) needs no operations either.
+        self._standardise = self.inputs_fitted and bool(th.isfinite(self.input_clip))
 
 
 def build_ensemble(ensemble_size: int, input_dim: int, hidden_dim: int, n_layers: int, activation: str) -> EnsembleMLP:
