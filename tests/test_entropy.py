@@ -94,6 +94,50 @@ def test_ring_capacity_and_state_round_trip() -> None:
     assert restored.distance_std == reward.distance_std
 
 
+@pytest.mark.parametrize("k, chunk_bytes", [(5, 64 * 2**20), (3, 200), (1, 64 * 2**20)])
+def test_score_rows_looks_up_what_the_knn_search_finds_as_rows_arrive(k: int, chunk_bytes: int) -> None:
+    # PEBBLE scores a batch against the whole set at every gradient step; score_rows reads neighbour lists that
+    # add() keeps up to date instead. Rows arrive one by one (a SAC step) and in batches, duplicates included,
+    # and the first call builds the lists from rows already there.
+    obs = data_with_duplicates(700, 4, seed=4)
+    lookup = StateEntropyReward(obs_dim=4, capacity=1000, k=k, max_chunk_bytes=chunk_bytes)
+    search = StateEntropyReward(obs_dim=4, capacity=1000, k=k)
+    rng = np.random.default_rng(5)
+    begin = 0
+    for size in [1, 1, 3, 1, 1, 40, 1, 300, 1, 2, 1, 100] + [1] * 40:
+        for reward in (lookup, search):
+            reward.add(obs[begin : begin + size])
+        begin += size
+        rows = rng.integers(0, lookup.size, size=32)
+        # Both update their running std with the same distances, so the rewards match exactly.
+        np.testing.assert_array_equal(lookup.score_rows(rows), search.score(obs[rows]))
+    assert lookup._neighbours is not None and lookup.distance_std == search.distance_std
+    np.testing.assert_allclose(
+        lookup._neighbours[:begin, k - 1].numpy(), brute_force_knn(obs[:begin], obs[:begin], k=k), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_score_rows_after_rows_are_overwritten_or_reloaded() -> None:
+    obs = data_with_duplicates(40, 3, seed=6)
+    reward = StateEntropyReward(obs_dim=3, capacity=16, k=2)
+    search = StateEntropyReward(obs_dim=3, capacity=16, k=2)
+    for part in (obs[:10], obs[10:30]):  # the second add overwrites: lists could name rows that are gone
+        reward.add(part)
+        search.add(part)
+        rows = np.arange(reward.size)
+        np.testing.assert_array_equal(reward.score_rows(rows), search.score(search.buffer[rows].numpy()))
+    restored = StateEntropyReward(obs_dim=3, capacity=32, k=2)
+    restored.load_state_dict(reward.state_dict())  # oldest first: lists are built over the reordered rows
+    restored.add(obs[30:31])
+    rows = np.arange(restored.size)
+    stored = restored.buffer[: restored.size].numpy()
+    expected = brute_force_knn(stored, stored, k=2)
+    np.testing.assert_allclose(restored.score_rows(rows) * restored.distance_std, expected, rtol=1e-5, atol=1e-6)
+    assert restored._neighbours is not None  # the lookup, not the search
+    with pytest.raises(ValueError, match="rows must be in"):
+        restored.score_rows(np.array([17]))
+
+
 def test_invalid_inputs() -> None:
     reward = StateEntropyReward(obs_dim=3, capacity=10)
     with pytest.raises(ValueError, match="empty"):

@@ -106,6 +106,38 @@ def test_pretraining_trains_on_the_entropy_reward_then_resets_the_critic_as_pebb
     assert critic_steps == 20 + 5, critic_steps
 
 
+def test_pretraining_looks_up_the_entropy_reward_and_trains_as_with_the_search(monkeypatch):
+    # The sampler reads the k-NN distances of the rows it drew instead of searching the whole set per batch
+    # (PEBBLE's cost during pretraining); the same run with the search must end with the same networks.
+    from sb3_pref.common.entropy import StateEntropyReward
+
+    lookup_calls, search_calls = [], []
+    score_rows, score = StateEntropyReward.score_rows, StateEntropyReward.score
+
+    def counted_rows(self, rows):
+        lookup_calls.append(len(rows))
+        return score_rows(self, rows)
+
+    def counted_score(self, obs):
+        search_calls.append(len(obs))
+        return score(self, obs)
+
+    def trained(patch_lookup):
+        with monkeypatch.context() as patch:
+            patch.setattr(StateEntropyReward, "score", counted_score)
+            patch.setattr(StateEntropyReward, "score_rows", patch_lookup)
+            model = _model(make_vec_env("Pendulum-v1", n_envs=1, seed=0), unsuper_step=150, num_interaction=1000)
+            model.learn(190)  # 40 seed steps and 150 of pretraining: every gradient step on the entropy reward
+        return [p.detach().clone() for p in model.policy.parameters()]
+
+    with_lookup = trained(counted_rows)
+    assert len(lookup_calls) == 150 and search_calls == [], (len(lookup_calls), len(search_calls))
+    lookup_calls.clear()
+    with_search = trained(lambda self, rows: self.score(self.buffer[rows].numpy()))
+    assert len(search_calls) == 150
+    assert all(th.equal(a, b) for a, b in zip(with_lookup, with_search))
+
+
 def test_save_load_continue_keeps_the_budget_and_relabels_the_buffer(tmp_path):
     env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
     model = _model(env)

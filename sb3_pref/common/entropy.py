@@ -1,6 +1,6 @@
 """k-nearest-neighbour state-entropy reward for unsupervised pretraining (PrefPPO / PEBBLE)."""
 
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 import torch as th
@@ -57,6 +57,12 @@ class StateEntropyReward:
         # A tiny prior count: SB3's default (1e-4 of a sample with mean 0, var 1) would bias the
         # variance by about 1e-4 * mean**2, which is large for distances whose mean dwarfs their std.
         self.distance_stats = RunningMeanStd(epsilon=1e-12, shape=())
+        # Each stored row's distances to its k nearest other rows, ascending (inf where fewer exist), kept up to date
+        # by add() once score_rows() has built it: PEBBLE scores a batch against the whole set at every gradient
+        # step, and a lookup is a few hundred times cheaper than a batch-to-set k-NN. Only valid while no row
+        # was overwritten (a neighbour list may name a row that is gone): _overwritten switches it off.
+        self._neighbours: Optional[th.Tensor] = None
+        self._overwritten = False
 
     def _as_tensor(self, obs: np.ndarray, name: str = "obs") -> th.Tensor:
         array = np.asarray(obs, dtype=np.float32)
@@ -74,8 +80,39 @@ class StateEntropyReward:
         rows = self._as_tensor(obs)[-self.capacity :]
         index = (self.pos + th.arange(len(rows), device=self.device)) % self.capacity
         self.buffer[index] = rows
+        old_size = self.size
         self.pos = (self.pos + len(rows)) % self.capacity
         self.size = min(self.size + len(rows), self.capacity)
+        if old_size + len(rows) > self.capacity:
+            self._overwritten, self._neighbours = True, None
+        elif self._neighbours is not None:
+            self._update_neighbours(old_size)
+
+    def _update_neighbours(self, begin: int) -> None:
+        """
+        Bring the neighbour lists up to date after rows ``begin..size`` were appended: each new row's list over
+        the rows before it and its own chunk, and the new distances merged into the lists of earlier rows, so
+        that every pair is counted once. Exact distances (no matmul ranking): one new row costs ``size x obs_dim``.
+        """
+        assert self._neighbours is not None
+        stored = self.buffer[: self.size]
+        chunk = max(1, self.max_chunk_bytes // max(1, self.size * self.obs_dim * stored.element_size()))
+        for start in range(begin, self.size, chunk):
+            stop = min(start + chunk, self.size)
+            new = stored[start:stop]
+            distances = (stored[None, :stop] - new[:, None]).norm(dim=-1)  # (new rows, rows up to this chunk)
+            own = th.arange(stop - start, device=self.device)
+            distances[own, start + own] = float("inf")  # a row is not its own neighbour
+            n_nearest = min(self.k, stop)
+            self._neighbours[start:stop, :n_nearest] = th.topk(distances, n_nearest, dim=1, largest=False).values
+            if start == 0:
+                continue
+            # Earlier rows whose lists the new rows enter: merge, keeping the k smallest.
+            candidates = distances[:, :start].T  # (earlier rows, new rows)
+            closer = th.nonzero((candidates < self._neighbours[:start, -1:]).any(dim=1)).squeeze(1)
+            if len(closer) > 0:
+                merged = th.cat([self._neighbours[closer], candidates[closer]], dim=1)
+                self._neighbours[closer] = th.topk(merged, self.k, dim=1, largest=False).values
 
     @th.no_grad()
     def knn_distance(self, obs: np.ndarray) -> np.ndarray:
@@ -146,6 +183,33 @@ class StateEntropyReward:
             self.distance_stats.update(distances.astype(np.float64))
         return (distances / max(self.distance_std, _STD_EPS)).astype(np.float32)
 
+    def score_rows(self, rows: np.ndarray) -> np.ndarray:
+        """
+        :meth:`score` of stored rows given by index (the order of :meth:`add`), from neighbour lists kept up to
+        date as rows are added: the same distances, without a k-NN search per call. The lists are built at the
+        first call (one pass over all pairs). Falls back to :meth:`score` once a row has been overwritten.
+
+        :param rows: ``(n,)`` indices of stored rows, each in ``[0, size)``
+        :return: ``(n,)`` float32 rewards
+        """
+        index = th.as_tensor(np.asarray(rows, dtype=np.int64), device=self.device)
+        if len(index) > 0 and (int(index.min()) < 0 or int(index.max()) >= self.size):
+            raise ValueError(f"rows must be in [0, {self.size}), got {int(index.min())}..{int(index.max())}")
+        if self._overwritten:
+            return self.score(self.buffer[index].cpu().numpy())
+        if self._neighbours is None:
+            self._neighbours = th.full((self.capacity, self.k), float("inf"), device=self.device)
+            self._update_neighbours(0)
+        # knn_distance's semantics: the k-th nearest other row, or the farthest one while fewer than k exist.
+        column = min(self.k, self.size - 1) - 1
+        if column < 0:  # a single stored row
+            distances = np.zeros(len(index), dtype=np.float32)
+        else:
+            distances = self._neighbours[index, column].cpu().numpy().astype(np.float32)
+        if len(distances) > 0:
+            self.distance_stats.update(distances.astype(np.float64))
+        return (distances / max(self.distance_std, _STD_EPS)).astype(np.float32)
+
     def state_dict(self) -> dict[str, np.ndarray]:
         """:return: buffer (oldest first) and running statistics as numpy arrays only"""
         order = (self.pos - self.size + np.arange(self.size)) % self.capacity
@@ -166,7 +230,7 @@ class StateEntropyReward:
         stored = np.asarray(state["buffer"], dtype=np.float32)
         if stored.ndim != 2 or stored.shape[1] != self.obs_dim:
             raise ValueError(f"state['buffer'] has shape {stored.shape}, expected (n, {self.obs_dim})")
-        self.pos, self.size = 0, 0
+        self.pos, self.size, self._neighbours, self._overwritten = 0, 0, None, False
         self.add(stored)
         self.distance_stats.mean = np.asarray(state["stats_mean"], dtype=np.float64)
         self.distance_stats.var = np.asarray(state["stats_var"], dtype=np.float64)

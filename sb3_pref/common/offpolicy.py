@@ -88,11 +88,16 @@ class _EntropyRewardSampler:
 
     def sample(self, batch_size: int, env: Optional[VecNormalize] = None) -> Any:
         # Raw samples: the k-NN reward must see raw observations, and VecNormalize's reward scale must not apply.
-        data = self.buffer.sample(batch_size, env=None)
+        data, rows = self._sample_raw(batch_size)
         algorithm = self.algorithm
+        entropy = cast(StateEntropyReward, algorithm.entropy_reward)
         raw_obs = _to_numpy(data.observations)
-        features = algorithm._pref_encoder.encode_obs(algorithm._reward_observation(raw_obs))  # type: ignore[union-attr]
-        intrinsic = algorithm.entropy_reward.score(features)  # type: ignore[union-attr]
+        features = cast(FeatureEncoder, algorithm._pref_encoder).encode_obs(algorithm._reward_observation(raw_obs))
+        if rows is not None and rows.max() < entropy.size and np.array_equal(entropy.buffer[rows].numpy(), features):
+            # The k-NN set holds the buffer's rows in the same order: look the distances up.
+            intrinsic = entropy.score_rows(rows)
+        else:
+            intrinsic = entropy.score(features)
         self.rewards.append(float(intrinsic.mean()))
         if env is not None:
             device = data.rewards.device
@@ -101,6 +106,29 @@ class _EntropyRewardSampler:
                 next_observations=_normalized(env, _to_numpy(data.next_observations), device),  # type: ignore[arg-type]
             )
         return data._replace(rewards=th.as_tensor(intrinsic, device=data.rewards.device).reshape(data.rewards.shape))
+
+    def _sample_raw(self, batch_size: int) -> tuple[Any, Optional[np.ndarray]]:
+        """
+        The buffer's own sample without normalisation, and the rows it drew where they map onto the k-NN set's
+        (one env, a plain ``ReplayBuffer``: transition ``i`` is the set's row ``i``), else None. SB3 draws the
+        rows as always (a run samples the batches SAC would); they are read on their way to ``_get_samples``.
+        """
+        buffer = self.buffer
+        if type(buffer) is not ReplayBuffer or buffer.optimize_memory_usage or buffer.n_envs != 1:
+            return buffer.sample(batch_size, env=None), None
+        drawn: list[np.ndarray] = []
+        get_samples = buffer._get_samples
+
+        def read_rows(batch_inds: np.ndarray, env: Optional[VecNormalize] = None) -> Any:
+            drawn.append(batch_inds)
+            return get_samples(batch_inds, env=env)
+
+        buffer._get_samples = read_rows  # type: ignore[method-assign]  # this call only; the class's method is restored
+        try:
+            data = buffer.sample(batch_size, env=None)
+        finally:
+            del buffer._get_samples
+        return data, drawn[0]
 
 
 def _normalized(env: VecNormalize, obs: Observation, device: th.device) -> Union[th.Tensor, dict[str, th.Tensor]]:
