@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh tests
 ruff check .
-python -m pytest tests -q --timeout 600 --durations=15 "$@"
+# One worker per core (pytest-xdist): every test runs on one torch thread (conftest.py), so they do not compete for cores.
+python -m pytest tests -q -n auto --dist load --timeout 600 --durations=15 "$@"
