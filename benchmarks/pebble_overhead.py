@@ -12,7 +12,8 @@ a round every 5000 steps, ``max_feed`` 1400 in rounds of 128, uniform queries) a
 
 The preference side is split by wrapping library methods from the outside (no library edit): the k-NN
 state-entropy reward of pretraining, query rounds (selection, teacher, reward-model training), relabelling
-the replay buffer, and the recorder (per-step copies and predictions for new transitions). SAC's own work
+the replay buffer, and the recorder (per-step copies, predictions for new transitions and, in pretraining, adding
+states to the k-NN set with its neighbour lists). SAC's own work
 (env, policy, gradient steps) is the rest.
 
     python benchmarks/pebble_overhead.py                                  # Pendulum-v1, 30k steps, 2 repeats
@@ -42,7 +43,8 @@ from sb3_pref.common.rollout import RolloutRecorder
 from sb3_pref.envs import make_benchmark_vec_env
 
 PHASES = {
-    "entropy": (StateEntropyReward, "score"),
+    "entropy (search)": (StateEntropyReward, "score"),
+    "entropy (lookup)": (StateEntropyReward, "score_rows"),
     "query rounds": (PreferenceLearner, "query_round"),
     "relabel": (OffPolicyPreferenceMixin, "relabel_replay_buffer"),
     "recorder": (RolloutRecorder, "_on_step"),
