@@ -34,7 +34,8 @@ extras["tests"] = [
     *extras["experiments"],
     *extras["docs"],
     *extras["zoo"],
-    *["pytest>=7", "pytest-timeout", "pytest-xdist>=3", "ruff>=0.6", "mypy>=1.10", "tensorboard", "tqdm", "rich", "playwright>=1.40"],
+    *["pytest>=7", "pytest-timeout", "pytest-xdist>=3", "ruff>=0.6", "mypy>=1.10"],
+    *["tensorboard", "tqdm", "rich", "playwright>=1.40"],
 ]
 
 setup(

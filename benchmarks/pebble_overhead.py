@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 import stable_baselines3
 import torch as th
+from bf16_cpu import cpu_name  # benchmarks/, this script's folder
 from stable_baselines3 import SAC
 
 import sb3_pref
@@ -142,7 +143,7 @@ def main() -> None:
     lines = [
         f"# PEBBLE's CPU cost over a whole run: {args.env}, {args.total_timesteps} steps",
         "",
-        f"- Machine: {platform.processor() or platform.machine()} (`lscpu`: {_cpu_model()}), one torch thread; "
+        f"- Machine: {platform.processor() or platform.machine()} (`lscpu`: {cpu_name()}), one torch thread; "
         f"{datetime.date.today()}; sb3_pref {sb3_pref.__version__}, SB3 {stable_baselines3.__version__}, "
         f"torch {th.__version__}.",
         f"- Command: `python benchmarks/pebble_overhead.py --env {args.env} --total-timesteps {args.total_timesteps} "
@@ -174,17 +175,6 @@ def main() -> None:
 
 def _mean(results: list[dict[str, Any]], key: str) -> str:
     return f"{statistics.mean(r[key] for r in results):.1f}"
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 if __name__ == "__main__":
