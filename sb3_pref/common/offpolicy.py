@@ -102,8 +102,8 @@ class _EntropyRewardSampler:
         if env is not None:
             device = data.rewards.device
             data = data._replace(
-                observations=_normalized(env, raw_obs, device),  # type: ignore[arg-type]
-                next_observations=_normalized(env, _to_numpy(data.next_observations), device),  # type: ignore[arg-type]
+                observations=_normalized(env, raw_obs, device),
+                next_observations=_normalized(env, _to_numpy(data.next_observations), device),
             )
         return data._replace(rewards=th.as_tensor(intrinsic, device=data.rewards.device).reshape(data.rewards.shape))
 
