@@ -178,7 +178,10 @@ class StateEntropyReward:
         :param obs: ``(n, obs_dim)`` raw observations, stored before
         :return: ``(n,)`` float32 rewards
         """
-        distances = self.knn_distance(obs)
+        return self._scaled(self.knn_distance(obs))
+
+    def _scaled(self, distances: np.ndarray) -> np.ndarray:
+        """Add k-NN distances to the running statistics, then divide them by the running std."""
         if len(distances) > 0:
             self.distance_stats.update(distances.astype(np.float64))
         return (distances / max(self.distance_std, _STD_EPS)).astype(np.float32)
@@ -206,9 +209,7 @@ class StateEntropyReward:
             distances = np.zeros(len(index), dtype=np.float32)
         else:
             distances = self._neighbours[index, column].cpu().numpy().astype(np.float32)
-        if len(distances) > 0:
-            self.distance_stats.update(distances.astype(np.float64))
-        return (distances / max(self.distance_std, _STD_EPS)).astype(np.float32)
+        return self._scaled(distances)
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """:return: buffer (oldest first) and running statistics as numpy arrays only"""

@@ -93,7 +93,7 @@ class _EntropyRewardSampler:
         entropy = cast(StateEntropyReward, algorithm.entropy_reward)
         raw_obs = _to_numpy(data.observations)
         features = cast(FeatureEncoder, algorithm._pref_encoder).encode_obs(algorithm._reward_observation(raw_obs))
-        if rows is not None and rows.max() < entropy.size and np.array_equal(entropy.buffer[rows].numpy(), features):
+        if rows is not None and rows.max() < entropy.size and np.array_equal(entropy.buffer[rows].cpu().numpy(), features):
             # The k-NN set holds the buffer's rows in the same order: look the distances up.
             intrinsic = entropy.score_rows(rows)
         else:
