@@ -363,3 +363,54 @@ def test_learn_warns_when_pretraining_is_a_large_share_of_the_run():
         warnings.simplefilter("error", UserWarning)
         model.learn(64, reset_num_timesteps=False)
         make_model(pendulum(), unsuper_step=64).learn(320)
+
+
+class PolicyAtRolloutStart(BaseCallback):
+    """A copy of the policy's weights and the optimizer's state size as each rollout starts (after the phase change)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weights: list[dict[str, th.Tensor]] = []
+        self.optimizer_states: list[int] = []
+
+    def _on_rollout_start(self) -> None:
+        self.weights.append({name: value.clone() for name, value in self.model.policy.state_dict().items()})
+        self.optimizer_states.append(len(self.model.policy.optimizer.state))
+
+    def _on_step(self) -> bool:
+        return True
+
+
+def same_weights(first: dict[str, th.Tensor], second: dict[str, th.Tensor]) -> bool:
+    return first.keys() == second.keys() and all(th.equal(first[name], second[name]) for name in first)
+
+
+@pytest.mark.filterwarnings("ignore:state-entropy pretraining takes")
+@pytest.mark.parametrize("save_midway", [False, True])
+def test_unsuper_reset_policy_starts_the_task_from_the_untrained_policy(tmp_path, save_midway):
+    env = pendulum()
+    model = make_model(env, unsuper_step=128, unsuper_reset_policy=True)
+    initial = {name: value.clone() for name, value in model.policy.state_dict().items()}
+    probe = PolicyAtRolloutStart()
+    if save_midway:  # the policy to go back to travels in the saved file
+        model.learn(64)
+        model.save(tmp_path / "model")
+        model = PPO_REWARD.load(tmp_path / "model", env=env)
+        model.learn(64 * 3, callback=probe, reset_num_timesteps=False)
+        probe.weights.insert(0, initial)
+    else:
+        model.learn(64 * 4, callback=probe)
+    assert not same_weights(probe.weights[1], initial)  # pretraining trained it ...
+    assert same_weights(probe.weights[2], initial)  # ... and it is back, with a fresh optimizer, for the task
+    assert probe.optimizer_states[-2] == 0 and model._policy_before_pretraining is None
+    assert model.pref_learner.total_feed > 0  # the first labels still came from the pretraining data
+    assert not same_weights(probe.weights[3], initial)
+
+    # Without the option the task starts from the pretrained policy (B-Pref).
+    kept = make_model(pendulum(), unsuper_step=128)
+    probe = PolicyAtRolloutStart()
+    kept.learn(64 * 3, callback=probe)
+    assert not same_weights(probe.weights[2], initial)
+    assert same_weights(probe.weights[0], initial)  # same seed, same initial policy: the comparison is fair
+    with pytest.raises(ValueError, match="unsuper_reset_policy"):
+        make_model(pendulum(), unsuper_reset_policy="yes")

@@ -25,6 +25,7 @@ class PreferencePersistenceMixin(_Base):
     pref_learner: Optional[PreferenceLearner]
     entropy_reward: Optional[StateEntropyReward]
     entropy_k: int
+    _policy_before_pretraining: Optional[dict[str, Any]]
 
     @classmethod
     def load(cls, path: Any, env: Any = None, device: Any = "auto", **kwargs: Any) -> Any:  # type: ignore[override]
@@ -46,7 +47,10 @@ class PreferencePersistenceMixin(_Base):
 
     def _excluded_save_params(self) -> list[str]:
         rlhf = ["reference_policy", "_reference_input", "_reference_kl", "_rollout_stash", "_rlhf_rng"]
-        pref = ["reward_model", "teacher", "pref_learner", "entropy_reward", "_pref_encoder", "_teacher_given_at_load"]
+        pref = [
+            "reward_model", "teacher", "pref_learner", "entropy_reward", "_pref_encoder", "_teacher_given_at_load",
+            "_policy_before_pretraining",
+        ]  # fmt: skip
         return [*super()._excluded_save_params(), *pref, *rlhf]
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
@@ -78,6 +82,8 @@ class _PreferenceState:
                 "obs_dim": algorithm.entropy_reward.obs_dim,
                 "capacity": algorithm.entropy_reward.capacity,
             }
+        if algorithm._policy_before_pretraining is not None:
+            state["policy_before_pretraining"] = algorithm._policy_before_pretraining
         return state
 
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
@@ -89,6 +95,11 @@ class _PreferenceState:
                 int(config["obs_dim"]), capacity=int(config["capacity"]), k=algorithm.entropy_k
             )
             algorithm.entropy_reward.load_state_dict(to_numpy_state(state["entropy"]))
+        if "policy_before_pretraining" in state:
+            device = algorithm.policy.device
+            algorithm._policy_before_pretraining = {
+                name: tensor.to(device) for name, tensor in state["policy_before_pretraining"].items()
+            }
 
 
 

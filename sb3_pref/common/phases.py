@@ -14,6 +14,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Callable, Optional, cast
 
 import numpy as np
+import torch as th
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, ConvertCallback
 from stable_baselines3.common.type_aliases import MaybeCallback
 from torch import nn
@@ -58,6 +59,8 @@ class PreferencePhasesMixin(_Base):
     entropy_k: int
     unsuper_flag: int
     unsuper_step: int
+    unsuper_reset_policy: bool
+    _policy_before_pretraining: Optional[dict[str, th.Tensor]]
     unsuper_n_epochs: Optional[int]
     num_interaction: int
     _pref_encoder: Optional[FeatureEncoder]
@@ -126,6 +129,11 @@ class PreferencePhasesMixin(_Base):
 
     def _begin_rollout(self) -> None:
         if self._pretraining():
+            if self.unsuper_reset_policy and self._unsuper_steps_done == 0:
+                # A copy, not a reference: the state dict's tensors are the live parameters.
+                self._policy_before_pretraining = {
+                    name: tensor.detach().clone() for name, tensor in self.policy.state_dict().items()
+                }
             self._rollout_phase = PHASE_PRETRAIN
             return
         if self.unsuper_flag in (1, 2) and not self._pretrain_done:
@@ -139,7 +147,13 @@ class PreferencePhasesMixin(_Base):
         if self.unsuper_flag == 1 and self.pref_learner is not None and len(self.pref_learner.store) > 0:
             self._log_round(self.pref_learner.query_round("uniform"))
         self._num_interactions = 0
-        self._reset_value_head()
+        if self._policy_before_pretraining is not None:
+            # The value head comes back untrained as well, so no reset is needed after this.
+            self.policy.load_state_dict(self._policy_before_pretraining)
+            self.policy.optimizer.state.clear()
+            self._policy_before_pretraining = None
+        else:
+            self._reset_value_head()
 
     def _segment_info_keys(self) -> tuple[str, ...]:
         """``info`` keys recorded with every transition: what the teacher needs to show a segment."""

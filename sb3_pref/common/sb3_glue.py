@@ -15,6 +15,7 @@ import inspect
 from typing import Any, Optional, Union, cast
 
 import numpy as np
+import torch as th
 from gymnasium import spaces
 
 from sb3_pref.common.entropy import StateEntropyReward
@@ -61,6 +62,9 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
         ``n_epochs``. B-Pref trains 50 epochs on each pretraining rollout (its scripts and grids pass 50): on
         SB3's usual 10 epochs that makes each pretraining update cost 5 normal ones. Ignored by algorithms
         without epochs (e.g. A2C)
+    :param unsuper_reset_policy: when pretraining ends, put the policy (and its optimizer) back as it was
+        before pretraining: the pretraining data still feed the first queries, but the policy does not
+        start learning the task from the state-entropy policy's behaviour. False (default) keeps it, as B-Pref
     :param size_segment: segment length; overrides ``reward_model.size_segment`` when given
     :param max_ep_len: episode length for the teacher's thresholds; None uses the observed mean
     :param unsuper_flag: default of ``learn(unsuper_flag=...)``: 1 pretraining then preferences, 2
@@ -116,6 +120,7 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
         max_feed: int = 1400,
         unsuper_step: int = 32000,
         unsuper_n_epochs: Optional[int] = None,
+        unsuper_reset_policy: bool = False,
         size_segment: Optional[int] = None,
         max_ep_len: Optional[int] = None,
         unsuper_flag: Optional[int] = None,
@@ -161,6 +166,9 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
         self.max_feed = checked["max_feed"]
         self.unsuper_step = checked["unsuper_step"]
         self.unsuper_n_epochs = checked["unsuper_n_epochs"]
+        if not isinstance(unsuper_reset_policy, (bool, np.bool_)):
+            raise ValueError(f"unsuper_reset_policy must be True or False, got {unsuper_reset_policy!r}")
+        self.unsuper_reset_policy = bool(unsuper_reset_policy)
         self.max_ep_len = max_ep_len
         self.unsuper_flag = unsuper_flag
         self.normalize_reward = normalize_reward
@@ -172,6 +180,8 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
         self._num_interactions = 0
         self._unsuper_steps_done = 0
         self._pretrain_done = False
+        # The policy as pretraining found it, while pretraining runs with unsuper_reset_policy (saved in pref_state).
+        self._policy_before_pretraining: Optional[dict[str, th.Tensor]] = None
         self._rollout_phase = PHASE_TRUE_REWARD
         self._reward_model_config = reward_model.get_config() if reward_model is not None else None
         self._teacher_class: Optional[str] = None

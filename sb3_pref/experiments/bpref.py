@@ -164,6 +164,7 @@ def make_prefppo(
         max_feed=args.re_max_feed,
         unsuper_step=args.unsuper_step,
         unsuper_n_epochs=args.unsuper_n_epochs,
+        unsuper_reset_policy=getattr(args, "unsuper_reset_policy", False),
         size_segment=args.re_segment,
         max_ep_len=args.max_ep_len,
         unsuper_flag=1,
@@ -201,6 +202,7 @@ def make_ppo(
         **ppo_kwargs(args, tensorboard_log, verbose, device),
         unsuper_step=args.unsuper_step,
         unsuper_n_epochs=args.unsuper_n_epochs,
+        unsuper_reset_policy=getattr(args, "unsuper_reset_policy", False),
         max_ep_len=args.max_ep_len,
         unsuper_flag=2,
     )

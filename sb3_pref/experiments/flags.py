@@ -136,6 +136,12 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
     pretrain = parser.add_argument_group("unsupervised pretraining")
     pretrain.add_argument("--unsuper-step", type=non_negative_int, default=32000, help="env steps maximising state entropy")
     pretrain.add_argument("--unsuper-n-epochs", type=positive_int, default=50, help="PPO epochs per rollout while pretraining")
+    pretrain.add_argument(
+        "--unsuper-reset-policy",
+        type=flag,
+        default=False,
+        help="restore the policy pretraining started from when it ends (0/1; not in B-Pref)",
+    )
 
     reward = parser.add_argument_group("reward learning (PrefPPO; accepted and ignored by train_PPO.py)")
     reward.add_argument("--re-lr", type=positive_float, default=3e-4, help="reward model learning rate")

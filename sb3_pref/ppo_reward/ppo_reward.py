@@ -96,6 +96,8 @@ class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, 
     :param max_feed: total feedback budget
     :param unsuper_step: env steps of state-entropy pretraining
     :param unsuper_n_epochs: PPO epochs per update during pretraining; None keeps ``n_epochs`` (B-Pref: 50)
+    :param unsuper_reset_policy: when pretraining ends, restore the policy it started from (its data still
+        feed the first queries)
     :param size_segment: segment length
     :param max_ep_len: episode length for the teacher's thresholds
     :param unsuper_flag: default of ``learn(unsuper_flag=...)``
@@ -164,6 +166,7 @@ class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, 
         max_feed: int = 1400,
         unsuper_step: int = 32000,
         unsuper_n_epochs: Optional[int] = None,
+        unsuper_reset_policy: bool = False,
         size_segment: Optional[int] = None,
         max_ep_len: Optional[int] = None,
         unsuper_flag: Optional[int] = None,
@@ -224,6 +227,7 @@ class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, 
             max_feed=max_feed,
             unsuper_step=unsuper_step,
             unsuper_n_epochs=unsuper_n_epochs,
+            unsuper_reset_policy=unsuper_reset_policy,
             size_segment=size_segment,
             max_ep_len=max_ep_len,
             unsuper_flag=unsuper_flag,
