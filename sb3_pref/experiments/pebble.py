@@ -45,6 +45,18 @@ _METAWORLD = {
     "reward_update": 10, "num_interact": 5000,
 }  # fmt: skip
 
+#: Not a B-Pref script: PEBBLE on gymnasium's Pendulum-v1 sized for a CPU (``train_PEBBLE.py env=Pendulum-v1``),
+#: SB3's SAC defaults (2x256, batch 256, lr 3e-4, one gradient step per env step), the library's 2x64 reward
+#: model, 200 labels in rounds of 25 every 2000 steps after 2000 steps of pretraining, 20k steps in all
+#: (benchmarks/PEBBLE.md: level with SAC there, in about 9 CPU minutes).
+_PENDULUM = {
+    "agent.params.actor_lr": 3e-4, "agent.params.critic_lr": 3e-4, "agent.params.alpha_lr": 3e-4,
+    "agent.params.batch_size": 256, "agent.params.init_temperature": 1.0, "agent.params.critic_target_update_frequency": 1,
+    "diag_gaussian_actor.params.hidden_dim": 256, "double_q_critic.params.hidden_dim": 256,
+    "reward_hidden_dim": 64, "reward_hidden_depth": 2, "reward_lr": 1e-3, "reward_update": 50, "feed_type": 1,
+    "num_unsup_steps": 2000, "num_interact": 2000, "num_train_steps": 20_000, "max_feedback": 200, "reward_batch": 25,
+}  # fmt: skip
+
 #: Per-task settings of B-Pref's ``scripts/<task>/<budget>/<teacher>/run_PEBBLE.sh``; ``budgets`` lists
 #: its (max_feedback, reward_batch) pairs. B-Pref ships no PEBBLE script for cheetah_run (walker_walk's
 #: settings are used) nor door-open (button-press's).
@@ -53,6 +65,7 @@ PEBBLE_TASKS: dict[str, dict[str, Any]] = {
     "cheetah_run": {**_DMC, "budgets": [(100, 10), (1000, 100)]},
     "quadruped_walk": {**_DMC, "agent.params.actor_lr": 1e-4, "agent.params.critic_lr": 1e-4,
                        "num_train_steps": 1_000_000, "num_interact": 30_000, "budgets": [(1000, 100), (2000, 200)]},
+    "Pendulum-v1": {**_PENDULUM, "budgets": [(200, 25)]},
     "metaworld_button-press-v2": {**_METAWORLD, "budgets": [(10000, 50), (20000, 100)]},
     "metaworld_door-open-v2": {**_METAWORLD, "budgets": [(10000, 50), (20000, 100)]},
     "metaworld_sweep-into-v2": {**_METAWORLD, "budgets": [(10000, 50), (20000, 100)]},
