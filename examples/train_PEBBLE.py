@@ -8,7 +8,8 @@ B-Pref's ``train_PEBBLE.py`` overrides (``key=value``), so its run scripts work 
         num_train_steps=500000 num_interact=20000 max_feedback=1000 reward_batch=100 reward_update=50 \\
         feed_type=1 teacher_beta=-1 teacher_gamma=1 teacher_eps_mistake=0 teacher_eps_skip=0 teacher_eps_equal=0
 
-Settings not given come from the task's B-Pref script (``sb3_pref.experiments.pebble.PEBBLE_TASKS``),
+Settings not given come from the task's B-Pref script (``sb3_pref.experiments.pebble.PEBBLE_TASKS``; for
+``env=Pendulum-v1``, a quick CPU-sized run of 20k steps and 200 labels, ``QUICK_TASKS``),
 then B-Pref's config defaults. Writes ``runs/PEBBLE/<env>/seed<seed>/``: ``config.json``, the monitor
 file, ``progress.csv``, and at the end ``model.zip``, ``replay_buffer.pkl``, ``reward_model.pt`` and
 ``preferences.npz``.
@@ -28,15 +29,15 @@ from stable_baselines3.common.logger import configure
 
 from sb3_pref import SAC_REWARD
 from sb3_pref.envs import make_benchmark_vec_env
-from sb3_pref.experiments.pebble import PEBBLE_DEFAULTS, PEBBLE_TASKS, make_pebble, parse_overrides
+from sb3_pref.experiments.pebble import PEBBLE_DEFAULTS, PEBBLE_TASKS, QUICK_TASKS, make_pebble, parse_overrides
 
 
 def settings_help() -> str:
     """:return: every setting with its default, then each task's own settings, for ``--help``"""
     lines = ["settings, as key=default:"]
     lines += [f"  {key}={value}" for key, value in PEBBLE_DEFAULTS.items()]
-    lines += ["", "the task's B-Pref script replaces some defaults (env=TASK selects them):"]
-    for task, settings in PEBBLE_TASKS.items():
+    lines += ["", "the task's B-Pref script (Pendulum-v1: a quick CPU-sized run) replaces some defaults (env=TASK):"]
+    for task, settings in {**PEBBLE_TASKS, **QUICK_TASKS}.items():
         replaced = " ".join(f"{key}={value}" for key, value in settings.items() if key != "budgets")
         lines += textwrap.wrap(replaced, width=100, initial_indent=f"  env={task}: ", subsequent_indent="      ")
     return "\n".join(lines)

@@ -240,6 +240,12 @@ def test_bpref_overrides_build_the_pebble_of_its_scripts():
     assert model.max_feed == 1000 and model.reward_model.mb_size == 100 and model.learning_starts == 1000
     assert model.target_update_interval == 2 and model.unsuper_step == 9000 and model.batch_size == 1024
     assert model.policy.critic.q_networks[0][0].out_features == 16
+    # Pendulum-v1 has no B-Pref script: train_PEBBLE.py's quick CPU-sized run (SB3's SAC defaults, 200 labels, 20k steps).
+    quick = parse_overrides(["env=Pendulum-v1", "seed=3"])
+    assert quick["num_train_steps"] == 20_000 and quick["num_unsup_steps"] == 2000
+    assert quick["max_feedback"] == 200 and quick["reward_batch"] == 25
+    assert quick["agent.params.batch_size"] == 256 and quick["double_q_critic.params.hidden_dim"] == 256
+    assert quick["reward_hidden_dim"] == 64 and quick["seed"] == 3
     with pytest.raises(ValueError, match="unknown setting 'max_feed'"):
         parse_overrides(["max_feed=10"])
     with pytest.raises(ValueError, match="key=value"):
