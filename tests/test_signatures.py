@@ -125,3 +125,22 @@ def test_mypy_is_clean_on_the_typed_packages():
     )
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
     assert "Success: no issues found" in result.stdout
+
+
+def test_every_algorithm_and_the_human_teacher_import_from_the_package_root():
+    import subprocess
+    import sys
+
+    import sb3_pref
+    from sb3_pref.ad import AD
+    from sb3_pref.human import HumanTeacher
+    from sb3_pref.rl2 import RL2
+
+    assert (sb3_pref.AD, sb3_pref.RL2, sb3_pref.HumanTeacher) == (AD, RL2, HumanTeacher)
+    assert {"AD", "RL2", "HumanTeacher", "PPO_REWARD", "SAC_REWARD"} <= set(sb3_pref.__all__) & set(dir(sb3_pref))
+    with pytest.raises(AttributeError, match="no attribute 'PPO2'"):
+        sb3_pref.PPO2  # noqa: B018
+    # ``import sb3_pref`` alone leaves them unloaded (the transformer, sb3-contrib, the labelling page's extras).
+    code = "import sys, sb3_pref; print(' '.join(m.split('.')[1] for m in sys.modules if m.startswith('sb3_pref.')))"
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
+    assert "common" in loaded and not {"ad", "human", "rl2"} & loaded, loaded
