@@ -26,7 +26,7 @@ from sb3_pref.envs import (
     resolve_metaworld_name,
 )
 from sb3_pref.envs.dmc import _episode_end_flags
-from sb3_pref.envs.factory import import_optional, install_hint
+from sb3_pref.envs.optional import import_optional, install_hint
 
 pytest.importorskip("dm_control")
 pytest.importorskip("metaworld")

@@ -412,5 +412,5 @@ def test_unsuper_reset_policy_starts_the_task_from_the_untrained_policy(tmp_path
     kept.learn(64 * 3, callback=probe)
     assert not same_weights(probe.weights[2], initial)
     assert same_weights(probe.weights[0], initial)  # same seed, same initial policy: the comparison is fair
-    with pytest.raises(ValueError, match="unsuper_reset_policy"):
+    with pytest.raises(TypeError, match="unsuper_reset_policy"):
         make_model(pendulum(), unsuper_reset_policy="yes")

@@ -13,6 +13,8 @@ import numpy as np
 import torch as th
 from torch.nn import functional as F
 
+from sb3_pref.common.checks import check_int, check_positive_float
+
 # The network's layers live in ensemble.py; they are imported here too, where they were first defined,
 # so `from sb3_pref.common.reward_model import EnsembleLinear, BPREF_HIDDEN_DIM, ...` keeps working.
 from sb3_pref.common.ensemble import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, OUTPUT_ACTIVATIONS, EnsembleLinear, build_ensemble
@@ -30,7 +32,6 @@ from sb3_pref.common.reward_training import (
     train_round_held_out,
 )
 from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
-from sb3_pref.common.validation import check_int, check_positive_float
 
 if TYPE_CHECKING:
     from sb3_pref.common.preferences import PreferenceDataset

@@ -18,6 +18,7 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 
+from sb3_pref.common.checks import check_bool
 from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner, make_teacher
 from sb3_pref.common.persistence import PreferencePersistenceMixin
@@ -166,9 +167,7 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
         self.max_feed = checked["max_feed"]
         self.unsuper_step = checked["unsuper_step"]
         self.unsuper_n_epochs = checked["unsuper_n_epochs"]
-        if not isinstance(unsuper_reset_policy, (bool, np.bool_)):
-            raise ValueError(f"unsuper_reset_policy must be True or False, got {unsuper_reset_policy!r}")
-        self.unsuper_reset_policy = bool(unsuper_reset_policy)
+        self.unsuper_reset_policy = check_bool("unsuper_reset_policy", unsuper_reset_policy)
         self.max_ep_len = max_ep_len
         self.unsuper_flag = unsuper_flag
         self.normalize_reward = normalize_reward

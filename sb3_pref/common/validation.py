@@ -5,63 +5,14 @@ Every check raises before any training starts, with a message that names the arg
 received and what to pass instead: a wrong type raises ``TypeError``, an impossible value ``ValueError``.
 """
 
-import math
 import os
 import zipfile
 from typing import Any, Optional
 
-import numpy as np
-
+from sb3_pref.common.checks import _type_name, check_bool, check_int, check_optional_int, check_positive_float
 from sb3_pref.common.query import resolve_query_method
+from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
-
-
-def _type_name(value: Any) -> str:
-    return type(value).__name__
-
-
-def check_int(name: str, value: Any, minimum: int = 1, example: Optional[int] = None) -> int:
-    """
-    An integer argument: ints, numpy integers and integral floats (``1e6``) pass; ``bool``, strings and
-    fractional floats do not (a budget of ``10.7`` queries is a mistake, not something to truncate).
-
-    :param name: the argument's name, as the user wrote it
-    :param value: the value received
-    :param minimum: the smallest allowed value
-    :param example: a valid value shown in the message (default: ``minimum``)
-    :return: the value as an int
-    """
-    example = minimum if example is None else example
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float, np.floating)):
-        raise TypeError(f"{name} must be an integer, got {value!r} (a {_type_name(value)}): pass e.g. {name}={example}")
-    if isinstance(value, (float, np.floating)) and not (math.isfinite(value) and float(value).is_integer()):
-        raise ValueError(f"{name} must be a whole number, got {value!r} (not rounded for you): pass e.g. {name}={example}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}: pass e.g. {name}={example}")
-    return int(value)
-
-
-def check_optional_int(name: str, value: Any, minimum: int = 1, example: Optional[int] = None) -> Optional[int]:
-    """:func:`check_int`, with None allowed (and returned as is)."""
-    return None if value is None else check_int(name, value, minimum, example)
-
-
-def check_positive_float(name: str, value: Any, example: float) -> float:
-    """A finite float > 0 (learning rates and the like)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float, np.floating)):
-        raise TypeError(f"{name} must be a number, got {value!r} (a {_type_name(value)}): pass e.g. {name}={example}")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}: pass e.g. {name}={example}")
-    return float(value)
-
-
-def check_bool(name: str, value: Any) -> bool:
-    """A flag: ``bool`` or ``0``/``1`` (B-Pref's scripts pass ints); anything else, strings above all, is refused."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)) and value in (0, 1):
-        return bool(value)
-    raise TypeError(f"{name} must be True or False, got {value!r} (a {_type_name(value)})")
 
 
 def check_teacher(name: str, teacher: Any) -> None:
@@ -100,9 +51,6 @@ def validate_preference_args(
 
     :return: the checked values by argument name
     """
-    # Imported here: reward_model.py imports this module for its own checks.
-    from sb3_pref.common.reward_model import RewardModel
-
     if reward_model is not None and not isinstance(reward_model, RewardModel):
         raise ValueError(f"reward_model must be a sb3_pref.RewardModel or None, got {_type_name(reward_model)}")
     check_teacher("teacher", teacher)

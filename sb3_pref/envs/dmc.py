@@ -8,7 +8,7 @@ from gymnasium import spaces
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_pref.envs.factory import VecEnvClass, import_optional
+from sb3_pref.envs.optional import VecEnvClass, import_optional
 
 _PREFIXES = ("dm_control/", "dm_control_", "dmc_", "dmc/")
 _EXAMPLES = "walker_walk, quadruped_walk, cheetah_run, ball_in_cup_catch"

@@ -22,7 +22,7 @@ from typing import Any, Literal, Optional
 import gymnasium as gym
 import numpy as np
 
-from sb3_pref.envs.factory import install_hint
+from sb3_pref.envs.optional import install_hint
 from sb3_pref.envs.trial import TrialWrapper
 
 

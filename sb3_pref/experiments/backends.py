@@ -158,7 +158,7 @@ class RayBackend(Backend):
         try:
             import ray
         except ImportError as error:
-            from sb3_pref.envs.factory import install_hint
+            from sb3_pref.envs.optional import install_hint
 
             raise ImportError(f"the ray backend needs Ray: {install_hint('experiments')}") from error
         self._ray = ray

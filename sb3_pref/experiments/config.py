@@ -353,7 +353,7 @@ def _read_file(path: str) -> dict[str, Any]:
         try:
             import yaml
         except ImportError as error:
-            from sb3_pref.envs.factory import install_hint
+            from sb3_pref.envs.optional import install_hint
 
             raise ImportError(f"reading YAML configs needs PyYAML: {install_hint('experiments')}") from error
         try:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, SupportsFloat, Union
 import gymnasium as gym
 import numpy as np
 
-from sb3_pref.envs.factory import select_headless_gl_backend
+from sb3_pref.envs.optional import select_headless_gl_backend
 
 RENDER_STATE_KEY = "render_state"
 VIDEO_FORMATS = ("mp4", "webm", "gif")
