@@ -1,0 +1,145 @@
+"""
+The package's import graph (issue 27): imports point down, so no module imports itself back through others.
+
+Every ``import`` / ``from ... import`` of a ``sb3_pref`` module counts, at module level or inside a function
+(a deferred import that closes a circle is still one), except those under ``if TYPE_CHECKING:``, which never run.
+"""
+
+import ast
+import os
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = os.path.join(REPO, "sb3_pref")
+
+#: circles not yet taken apart: the grid runner's run kinds and its config (issue 27's registry)
+KNOWN_CIRCLES = [
+    {
+        "sb3_pref.experiments.ad_runs", "sb3_pref.experiments.axes", "sb3_pref.experiments.config",
+        "sb3_pref.experiments.defaults", "sb3_pref.experiments.pebble_runs", "sb3_pref.experiments.records",
+        "sb3_pref.experiments.results", "sb3_pref.experiments.rl2_runs", "sb3_pref.experiments.training",
+    },
+]  # fmt: skip
+
+
+def module_files() -> dict[str, str]:
+    """``{dotted module name: path}`` of every module of the package (a package by its ``__init__``)."""
+    modules = {}
+    for folder, _, files in os.walk(PACKAGE):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                dotted = os.path.relpath(path[:-3], REPO).replace(os.sep, ".")
+                modules[dotted.removesuffix(".__init__")] = path
+    return modules
+
+
+def imported_modules(path: str, module: str, modules: dict[str, str]) -> set[str]:
+    """The package's modules that ``module`` imports (each name resolved to the longest module it names)."""
+
+    def resolve(name: str) -> str:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            if isinstance(child, ast.Import):
+                found.update(resolve(alias.name) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+                    for _ in range(child.level - 1):
+                        package = package.rpartition(".")[0]
+                    base = f"{package}.{base}" if base else package
+                found.update(resolve(f"{base}.{alias.name}") for alias in child.names)
+            visit(child)
+
+    visit(ast.parse(open(path, encoding="utf-8").read()))
+    return {name for name in found if name.startswith("sb3_pref") and name != module}
+
+
+def circles(edges: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(component)
+    return found
+
+
+def test_the_circle_finder_finds_a_deferred_circle_and_ignores_type_checking(tmp_path):
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert circles(edges) == [{"a", "b", "c"}]
+    (tmp_path / "m.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from sb3_pref.x import A\n"
+        "def f():\n    from sb3_pref.y.z import B\n    import sb3_pref.w\n"
+    )
+    modules = {"sb3_pref.x": "", "sb3_pref.y": "", "sb3_pref.y.z": "", "sb3_pref.w": "", "sb3_pref.m": ""}
+    assert imported_modules(str(tmp_path / "m.py"), "sb3_pref.m", modules) == {"sb3_pref.y.z", "sb3_pref.w"}
+
+
+def test_no_new_import_circles():
+    modules = module_files()
+    edges = {name: imported_modules(path, name, modules) for name, path in modules.items()}
+    assert len(modules) > 80 and edges["sb3_pref.common.sb3_glue"] >= {"sb3_pref.common.learner"}
+    found = circles(edges)
+    new = [sorted(circle) for circle in found if circle not in KNOWN_CIRCLES]
+    gone = [sorted(circle) for circle in KNOWN_CIRCLES if circle not in found]
+    assert not new, f"imports that lead back to their module (make them point down): {new}"
+    assert not gone, f"a known circle was taken apart or changed: update KNOWN_CIRCLES to {[sorted(c) for c in found]}"
+
+
+def test_the_developer_page_lists_the_core_bottom_up():
+    """``docs/dev/core-interfaces.md`` names every module of ``sb3_pref/common`` in an order its imports follow."""
+    import re
+
+    with open(os.path.join(REPO, "docs", "dev", "core-interfaces.md"), encoding="utf-8") as handle:
+        order = re.findall(r"^\| `(\w+)\.py` \|", handle.read(), flags=re.MULTILINE)
+    modules = module_files()
+    position = {f"sb3_pref.common.{name}": index for index, name in enumerate(order)}
+    assert set(position) == {name for name in modules if name.startswith("sb3_pref.common.")}
+    upward = [
+        f"{name} imports {imported}"
+        for name, index in position.items()
+        for imported in imported_modules(modules[name], name, modules)
+        if position.get(imported, -1) > index
+    ]
+    assert not upward, f"imports below their module in the page's table (fix the import or the table): {upward}"
