@@ -95,6 +95,30 @@ def test_cheap_learner_improves_and_shuffling_keeps_the_data_but_not_the_trend()
     assert abs(late - early) < abs(returns[:, -20:].mean() - returns[:, :10].mean())
 
 
+def test_subsampled_histories_keep_every_kth_whole_episode_in_order():
+    histories = Histories.concatenate([small_histories(2, 600), small_histories(1, 450)])
+    returns = histories.episode_returns()
+    for stride, start in ((1, 0), (3, 0), (3, 2)):
+        thinned = histories.subsampled(stride, start)
+        for row in range(histories.n_histories):
+            kept = returns[row][start::stride]
+            np.testing.assert_array_equal(thinned.episode_returns()[row], kept)
+            length = thinned.history_lengths[row]
+            # whole episodes only: each starts at timestep 0 and ends with a done, none is cut
+            starts = np.flatnonzero(thinned.timesteps[row, :length] == 0)
+            assert len(starts) == len(kept) and thinned.dones[row, length - 1]
+            assert np.all(thinned.timesteps[row, 1:length][~thinned.dones[row, : length - 1]] > 0)
+        assert thinned.meta["episode_stride"] == stride and thinned.tasks.tolist() == histories.tasks.tolist()
+    # a slow learner's progress in fewer transitions: a stride of 4 keeps about a quarter of them
+    assert histories.subsampled(4).length < histories.length / 3
+    with pytest.raises(ValueError, match="stride"):
+        histories.subsampled(0)
+    with pytest.raises(ValueError, match="start"):
+        histories.subsampled(2, 2)
+    with pytest.raises(ValueError, match="complete episodes"):
+        histories.truncated(3).subsampled(1)
+
+
 def test_noisy_expert_anneals_from_the_first_reward_when_asked():
     """``anneal_after_reward``: epsilon stays 1 (a random walk) until the goal is first found, then falls to 0."""
     room = dict(size=5, episode_length=8, terminate_on_goal=False)

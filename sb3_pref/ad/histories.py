@@ -167,6 +167,40 @@ class Histories:
         meta = {**self.meta, "shuffled": True}
         return Histories(**arrays, tasks=self.tasks, n_actions=self.n_actions, meta=meta, lengths=self.history_lengths)
 
+    def subsampled(self, stride: int, start: int = 0) -> "Histories":
+        """
+        Every ``stride``-th complete episode of each history, in order, starting at episode ``start``: a slow
+        learner's progress over ``stride`` times as many episodes in the same number of transitions, so that
+        a model's context spans more of it (a trailing unfinished episode is dropped).
+
+        :param stride: keep one episode in ``stride`` (1 keeps every complete episode)
+        :param start: index of the first kept episode, in ``[0, stride)``
+        :return: new histories; a history with no episode kept is an error
+        """
+        if isinstance(stride, bool) or not isinstance(stride, (int, np.integer)) or stride < 1:
+            raise ValueError(f"stride must be an int >= 1, got {stride!r}")
+        if isinstance(start, bool) or not isinstance(start, (int, np.integer)) or not 0 <= start < stride:
+            raise ValueError(f"start must be an int in [0, stride={stride}), got {start!r}")
+        valid = self.valid()
+        # episode index of every transition; the steps after a history's last done belong to no complete episode
+        episode = np.cumsum(self.dones, axis=1) - self.dones
+        complete = episode < (self.dones & valid).sum(axis=1, keepdims=True)
+        keep = valid & complete & (episode % stride == start)
+        lengths = keep.sum(axis=1)
+        if lengths.min() == 0:
+            empty = np.flatnonzero(lengths == 0).tolist()
+            raise ValueError(f"histories {empty} hold fewer than {start + 1} complete episodes: nothing to keep")
+        width = int(lengths.max())
+        arrays = {}
+        for name in ("observations", "actions", "rewards", "dones", "timesteps"):
+            values = getattr(self, name)
+            out = np.zeros((self.n_histories, width, *values.shape[2:]), dtype=values.dtype)
+            for row in range(self.n_histories):
+                out[row, : lengths[row]] = values[row][keep[row]]
+            arrays[name] = out
+        meta = {**self.meta, "episode_stride": int(stride), "episode_start": int(start)}
+        return Histories(**arrays, tasks=self.tasks, n_actions=self.n_actions, meta=meta, lengths=lengths)
+
     @staticmethod
     def concatenate(parts: list["Histories"]) -> "Histories":
         """
