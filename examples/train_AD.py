@@ -25,7 +25,7 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
@@ -114,6 +114,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1, help="processes recording histories in parallel")
     parser.add_argument("--time-budget", type=float, default=None,
                         help="seconds this call may work; it then saves its stage and exits with code 3 (run it again)")
+    parser.add_argument("--episode-stride", type=int, default=1,
+                        help="train on every k-th episode of each history, so that a slow learner's progress fits the "
+                             "context (Histories.subsampled); the source curve stays the full one")
+    parser.add_argument("--learner-lr", type=float, default=None,
+                        help="a2c learner: its learning rate (default: the seed's 1e-4)")
     parser.add_argument("--shuffled", action="store_true",
                         help="control: train on the same histories with the episodes of each one permuted (no learning trend)")
     parser.add_argument("--with-rl2", action="store_true", help="also train RL2 on the training goals, evaluate it beside AD")
@@ -142,6 +147,15 @@ class StopAtDeadline(BaseCallback):
 def _incomplete(stage: str, detail: str) -> None:
     print(f"INCOMPLETE: {stage} ({detail}); run the same command again to continue", flush=True)
     sys.exit(INCOMPLETE_EXIT_CODE)
+
+
+def learner_kwargs(args: argparse.Namespace) -> Optional[dict[str, Any]]:
+    """The learner's own settings from the command line (None: its defaults)."""
+    if args.learner == "noisy_expert":
+        return dict(anneal_fraction=args.anneal_fraction, anneal_after_reward=args.anneal_after_reward)
+    if args.learner == "a2c" and args.learner_lr is not None:
+        return dict(learning_rate=args.learner_lr)
+    return None
 
 
 def train_ad(args: argparse.Namespace, histories: Any, deadline: float) -> AD:
@@ -210,8 +224,7 @@ def main() -> None:
         histories = collect_histories(
             train_goals, os.path.join(args.output_dir, "histories.npz"), learner=args.learner, steps=args.steps,
             learners_per_goal=args.learners_per_goal, seed=args.seed, max_steps=args.max_history_steps, env_kwargs=room,
-            learner_kwargs=dict(anneal_fraction=args.anneal_fraction, anneal_after_reward=args.anneal_after_reward)
-            if args.learner == "noisy_expert" else None,
+            learner_kwargs=learner_kwargs(args),
             verbose=args.verbose, workers=args.workers, deadline=deadline,
         )
     except CollectionIncomplete as error:
@@ -219,8 +232,10 @@ def main() -> None:
         _incomplete("histories", str(error))
     timed("histories_s", start)
 
-    # the control sees the same transitions without the trend; the source curve below stays the ordered one
-    data = histories.shuffled(np.random.default_rng(args.seed)) if args.shuffled else histories
+    # the model sees every k-th episode; the control the same transitions without the trend; the source curve
+    # below stays the full, ordered one
+    data = histories.subsampled(args.episode_stride) if args.episode_stride > 1 else histories
+    data = data.shuffled(np.random.default_rng(args.seed)) if args.shuffled else data
     start = time.perf_counter()
     try:  # a stage that runs out of budget exits here: its seconds still count
         model = train_ad(args, data, deadline)
@@ -256,7 +271,8 @@ def main() -> None:
     title = "AD and RL2 on DarkRoom (held-out goals)" if args.with_rl2 else "AD on DarkRoom (held-out goals)"
     plot_adaptation(results, os.path.join(args.output_dir, "adaptation.png"),
                     optimal=float(np.nanmean(results[ad_name].optimal)), title=title)
-    summary = dict(n_histories=histories.n_histories, history_length=histories.length, **timings,
+    summary = dict(n_histories=histories.n_histories, history_length=histories.length,
+                   trained_history_length=data.length, **timings,
                    curves={name: result.summary()["mean"].round(3).tolist() for name, result in results.items()})
     with open(os.path.join(args.output_dir, "summary.json"), "w") as handle:
         json.dump(summary, handle, indent=1)
