@@ -70,6 +70,40 @@ def test_ad_samples_windows_only_inside_each_history():
         AD(merged, seq_len=min(lengths) + 1, **SMALL)
 
 
+def test_padded_short_histories_start_at_their_first_step_and_padding_carries_no_loss(tmp_path):
+    """pad_short_histories: a history shorter than the window is one window from its start; the padding never teaches."""
+    merged = Histories.concatenate(unequal_parts())
+    lengths = merged.history_lengths
+    seq_len = int(lengths.max()) + 10  # longer than every history: the arrays are widened too
+    with pytest.raises(ValueError, match="pad_short_histories=True"):
+        AD(merged, seq_len=seq_len, **SMALL)
+    with pytest.raises(TypeError, match="pad_short_histories"):
+        AD(merged, seq_len=seq_len, pad_short_histories="yes", **SMALL)
+    model = AD(merged, seq_len=seq_len, pad_short_histories=True, **{**SMALL, "batch_size": 64})
+    rows, starts = (t.cpu().numpy() for t in model._window_starts())
+    assert (starts == 0).all() and set(rows.tolist()) == {0, 1}
+    # The mask is exactly "inside the history": a fresh model with the same seed draws the same rows first.
+    rows_first, _ = AD(merged, seq_len=seq_len, pad_short_histories=True, **{**SMALL, "batch_size": 64})._window_starts()
+    obs, *_, real = AD(merged, seq_len=seq_len, pad_short_histories=True, **{**SMALL, "batch_size": 64})._batch()
+    assert obs.shape[1] == seq_len
+    assert real.sum(1).tolist() == [int(lengths[r]) for r in rows_first.tolist()]
+    assert real[:, 0].all() and not real[:, -1].any()
+    # Whatever the padding holds, the loss is the same: change every padded action and compare one update.
+    def first_loss(pad_action: int) -> float:
+        ad = AD(merged, seq_len=seq_len, pad_short_histories=True, **SMALL)
+        data = ad._prepare_data()
+        for row, length in enumerate(lengths):
+            data["actions"][row, int(length):] = pad_action
+        return ad.train_step()["loss"]
+    assert first_loss(0) == first_loss(3)
+    # A model trained this way saves, loads and keeps the flag.
+    model.learn(2)
+    model.save(tmp_path / "m.zip")
+    loaded = AD.load(tmp_path / "m.zip", histories=merged)
+    assert loaded.hyperparameters["pad_short_histories"] is True
+    loaded.learn(1, reset_num_timesteps=False)
+
+
 def test_updates_per_second_counts_only_this_call(tmp_path):
     histories = Histories.concatenate(unequal_parts())
     model = AD(histories, seq_len=12, **SMALL)

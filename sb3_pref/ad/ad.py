@@ -23,6 +23,7 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.utils import configure_logger, get_device, set_random_seed
 from stable_baselines3.common.vec_env import VecEnv
 
+from sb3_pref.common.checks import check_bool
 from sb3_pref.ad.context import State, empty_context, extend_context
 from sb3_pref.ad.histories import Histories
 from sb3_pref.ad.model import ADConfig, ADTransformer
@@ -65,6 +66,11 @@ class AD:
     :param betas: Adam's betas
     :param max_grad_norm: gradient clipping
     :param max_history_steps: keep only the first transitions of each history (None: all)
+    :param pad_short_histories: let histories be shorter than ``seq_len``: each such history is one window
+        from its first transition, right-padded, and the padding carries no loss. For histories that must
+        fit whole in the context, such as the episode-stride views of ``Histories.subsampled``: a window
+        then starts where the learner started, as an evaluation trial does. False: every history must
+        hold at least ``seq_len`` transitions
     :param reward_categories: ``"auto"`` (categories when the histories hold at most 16 reward values),
         True or False
     :param dtype: ``"auto"``, ``"float32"`` or ``"bfloat16"`` (see :func:`resolve_precision`)
@@ -93,6 +99,7 @@ class AD:
         betas: tuple[float, float] = (0.9, 0.99),
         max_grad_norm: float = 1.0,
         max_history_steps: Optional[int] = 800_000,
+        pad_short_histories: bool = False,
         reward_categories: Union[str, bool] = "auto",
         dtype: str = "auto",
         device: Union[th.device, str] = "auto",
@@ -113,6 +120,7 @@ class AD:
         self.hyperparameters: dict[str, Any] = dict(
             learning_rate=learning_rate, min_learning_rate=min_learning_rate, n_updates=int(n_updates),
             batch_size=int(batch_size), betas=tuple(betas), max_grad_norm=max_grad_norm, max_history_steps=max_history_steps,
+            pad_short_histories=check_bool("pad_short_histories", pad_short_histories),
         )
         self.seed, self.verbose, self.tensorboard_log = seed, verbose, tensorboard_log
         self.num_timesteps = 0
@@ -135,10 +143,10 @@ class AD:
                     f"seq_len={seq_len} transitions is shorter than one episode of the histories "
                     f"({data.max_episode_length} steps): the context must span several episodes (the seed uses 256)"
                 )
-            if seq_len > data.min_length:
+            if seq_len > data.min_length and not pad_short_histories:
                 raise ValueError(
                     f"seq_len={seq_len} exceeds the history length of the shortest history ({data.min_length} "
-                    "transitions): record longer histories or lower seq_len"
+                    "transitions): record longer histories, lower seq_len or pass pad_short_histories=True"
                 )
             values = np.unique(data.rewards[data.valid()])
             categorical = len(values) <= 16 if reward_categories == "auto" else bool(reward_categories)
@@ -205,6 +213,8 @@ class AD:
             if self.histories is None:
                 raise ValueError("this AD was loaded without histories: pass them with set_histories() before learn()")
             h = self.histories
+            # Padded histories may all be shorter than a window: widen the arrays so every window is in bounds.
+            extra = max(self.config.seq_len - h.length, 0)
             self._data = dict(
                 observations=th.as_tensor(h.observations, device=self.device),
                 actions=th.as_tensor(h.actions, device=self.device),
@@ -212,6 +222,11 @@ class AD:
                 timesteps=th.as_tensor(h.timesteps, device=self.device),
                 lengths=th.as_tensor(h.history_lengths, device=self.device),
             )
+            if extra:
+                for key in ("observations", "actions", "rewards", "timesteps"):
+                    value = self._data[key]
+                    pad = value.new_zeros((value.shape[0], extra, *value.shape[2:]))
+                    self._data[key] = th.cat([value, pad], 1)
             self._sampler = th.Generator(device="cpu")
             fresh = int(cast(int, np.random.SeedSequence().entropy) % 2**63)
             self._sampler.manual_seed(self.seed if self.seed is not None else fresh)
@@ -228,7 +243,7 @@ class AD:
                 f"histories of mismatched spaces: model has obs_dim {self.config.obs_dim}, n_actions {self.config.n_actions}; "
                 f"histories have {data.obs_dim}, {data.n_actions}"
             )
-        if data.min_length < self.config.seq_len:
+        if data.min_length < self.config.seq_len and not self.hyperparameters["pad_short_histories"]:
             raise ValueError(
                 f"the shortest history has {data.min_length} transitions, fewer than the model's seq_len="
                 f"{self.config.seq_len}: record longer histories"
@@ -241,7 +256,8 @@ class AD:
         size, window = self.hyperparameters["batch_size"], self.config.seq_len
         rows = th.randint(len(data["lengths"]), (size,), generator=self._sampler).to(self.device)
         # Uniform over the valid starts of each row: histories of unequal length are padded, never sampled past.
-        n_starts = (data["lengths"][rows] - window + 1).double()
+        # A history shorter than the window (pad_short_histories) has one start: its first transition.
+        n_starts = (data["lengths"][rows] - window + 1).clamp(min=1).double()
         uniform = th.rand(size, generator=self._sampler, dtype=th.float64).to(self.device)
         starts = (uniform * n_starts).long().minimum(n_starts.long() - 1)
         return rows, starts
@@ -250,7 +266,8 @@ class AD:
         data = self._prepare_data()
         rows, starts = self._window_starts()
         cols = starts[:, None] + th.arange(self.config.seq_len, device=self.device)
-        return tuple(data[key][rows[:, None], cols] for key in ("observations", "actions", "rewards", "timesteps"))
+        batch = tuple(data[key][rows[:, None], cols] for key in ("observations", "actions", "rewards", "timesteps"))
+        return (*batch, cols < data["lengths"][rows, None])
 
     def _learning_rate(self, update: int) -> float:
         hp = self.hyperparameters
@@ -265,19 +282,23 @@ class AD:
     def train_step(self) -> dict[str, float]:
         """One gradient update on a fresh batch of windows; :return: loss, accuracy, grad norm, lr"""
         self.policy.train()
-        obs, actions, rewards, timesteps = self._batch()
+        obs, actions, rewards, timesteps, real = self._batch()
         lr = self._learning_rate(self._n_updates)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         with self._autocast():
             logits = self.policy(obs, actions, rewards, timesteps)
-        loss = F.cross_entropy(logits.float().reshape(-1, self.config.n_actions), actions.reshape(-1))
+        flat_logits, flat_actions = logits.float().reshape(-1, self.config.n_actions), actions.reshape(-1)
+        if bool(real.all()):
+            loss = F.cross_entropy(flat_logits, flat_actions)
+        else:  # right padding of short histories: causal attention keeps it out of the real steps' outputs
+            loss = F.cross_entropy(flat_logits[real.reshape(-1)], flat_actions[real.reshape(-1)])
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = th.nn.utils.clip_grad_norm_(self.policy.parameters(), self.hyperparameters["max_grad_norm"])
         self.optimizer.step()
         self._n_updates += 1
-        accuracy = (logits.argmax(-1) == actions).float().mean()
+        accuracy = (logits.argmax(-1) == actions)[real].float().mean()
         return dict(loss=loss.item(), accuracy=accuracy.item(), grad_norm=grad_norm.item(), learning_rate=lr)
 
     def learn(
