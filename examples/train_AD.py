@@ -6,6 +6,7 @@ Algorithm Distillation end to end: learning histories -> transformer -> in-conte
     python examples/train_AD.py --env darkroom --preset noisy_room --output-dir runs/ad_noisy  # AD^epsilon, 5 x 5 room
     python examples/train_AD.py --env darkroom --preset noisy_room_20 --output-dir runs/ad_noisy20  # 20-episode context
     python examples/train_AD.py --env darkroom --preset noisy_room --with-rl2 --output-dir runs/ad_noisy  # + RL2 beside AD
+    python examples/train_AD.py --env darkroom --preset a2c_room --output-dir runs/ad_a2c  # the seed's room, A2C, on a CPU
 
 1. One source learner per training goal of DarkRoom (57 of the 80 goals of the 9 x 9 room, the seed's
    split, ``terminate_on_goal``) writes its learning history to ``histories.npz`` (resumable: rerun
@@ -31,7 +32,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
-from sb3_pref.ad import AD, collect_histories
+from sb3_pref.ad import AD, Histories, collect_histories
 from sb3_pref.ad.collect import CollectionIncomplete
 from sb3_pref.ad.evaluation import learner_curve, search_curve
 from sb3_pref.ad.presets import NOISY_ROOM, NOISY_ROOM_20
@@ -66,7 +67,11 @@ def _room_preset(preset: dict[str, Any]) -> dict[str, Any]:
 
 #: ``seed``: the paper's settings; ``small``: a cheap learner and a small model, for a CPU in minutes;
 #: ``noisy_room``: :data:`sb3_pref.ad.presets.NOISY_ROOM` (AD^epsilon on a 5 x 5 room, in-context learning in minutes);
-#: ``noisy_room_20``: :data:`sb3_pref.ad.presets.NOISY_ROOM_20` (the same room, a context of 20 episodes)
+#: ``noisy_room_20``: :data:`sb3_pref.ad.presets.NOISY_ROOM_20` (the same room, a context of 20 episodes);
+#: ``a2c_room``: the seed's room, goals and A2C learners, sized for a CPU: each learner trains 40k steps at a
+#: learning rate of 1e-3 (2,000-2,600 episodes from random to about 90% success), and the model sees its history
+#: through the 100 views that keep every 100th episode (about 24 episodes, 400 transitions each), whole in a
+#: context of 420 transitions (benchmarks/AD.md, "The seed's room")
 PRESETS: dict[str, dict[str, Any]] = {
     "seed": dict(learner="a2c", steps=2_500_000, max_history_steps=800_000, seq_len=256, embed_dim=64, n_layers=4,
                  n_heads=4, ff_dim=2048, attention_dropout=0.5, n_updates=22_000, batch_size=32, learning_rate=3e-4),
@@ -74,17 +79,21 @@ PRESETS: dict[str, dict[str, Any]] = {
                   n_heads=2, ff_dim=128, attention_dropout=0.0, n_updates=1_500, batch_size=16, learning_rate=1e-3),
     "noisy_room": _model_preset(NOISY_ROOM),
     "noisy_room_20": _model_preset(NOISY_ROOM_20),
+    "a2c_room": dict(learner="a2c", steps=40_000, max_history_steps=None, seq_len=420, embed_dim=64, n_layers=2, n_heads=4,
+                     ff_dim=256, attention_dropout=0.0, n_updates=1_500, batch_size=16, learning_rate=2e-3),
 }
 #: settings of the room, the split and the evaluation that a preset changes (the others keep the seed's)
 ROOM_PRESETS: dict[str, dict[str, Any]] = {
     "noisy_room": _room_preset(NOISY_ROOM),
     "noisy_room_20": _room_preset(NOISY_ROOM_20),
+    "a2c_room": dict(learner_lr=1e-3, episode_stride=100, recency_bias=True, residual_dropout=0.0, min_learning_rate=1e-4),
 }
 #: exit status of a call that ran out of its ``--time-budget`` before the last stage (run the same command again)
 INCOMPLETE_EXIT_CODE = 3
 ROOM_DEFAULTS: dict[str, Any] = dict(
     size=9, episode_length=20, n_test=AD_TEST_GOALS, no_terminate_on_goal=False, learners_per_goal=1, episodes_per_trial=20,
     recency_bias=False, residual_dropout=0.1, anneal_fraction=0.5, anneal_after_reward=False, min_learning_rate=2e-6,
+    episode_stride=1,
 )
 
 
@@ -114,9 +123,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1, help="processes recording histories in parallel")
     parser.add_argument("--time-budget", type=float, default=None,
                         help="seconds this call may work; it then saves its stage and exits with code 3 (run it again)")
-    parser.add_argument("--episode-stride", type=int, default=1,
-                        help="train on every k-th episode of each history, so that a slow learner's progress fits the "
-                             "context (Histories.subsampled); the source curve stays the full one")
+    parser.add_argument("--episode-stride", type=int, default=None,
+                        help="train on the k views of each history that keep every k-th episode (offsets 0 .. k-1, "
+                             "Histories.subsampled), each whole in the context, so that a slow learner's progress fits "
+                             "it (default: 1); the source curve stays the full one")
     parser.add_argument("--learner-lr", type=float, default=None,
                         help="a2c learner: its learning rate (default: the seed's 1e-4)")
     parser.add_argument("--shuffled", action="store_true",
@@ -166,7 +176,7 @@ def train_ad(args: argparse.Namespace, histories: Any, deadline: float) -> AD:
     else:
         model_kwargs = {name: getattr(args, name) for name in PRESETS["seed"] if name not in ("learner", "steps")}
         model_kwargs.update(recency_bias=args.recency_bias, residual_dropout=args.residual_dropout,
-                            min_learning_rate=args.min_learning_rate)
+                            min_learning_rate=args.min_learning_rate, pad_short_histories=args.episode_stride > 1)
         model = AD(histories, device=args.device, seed=args.seed, verbose=args.verbose, **model_kwargs)
     remaining = args.n_updates - model.num_timesteps
     if remaining > 0:
@@ -234,7 +244,8 @@ def main() -> None:
 
     # the model sees every k-th episode; the control the same transitions without the trend; the source curve
     # below stays the full, ordered one
-    data = histories.subsampled(args.episode_stride) if args.episode_stride > 1 else histories
+    stride = args.episode_stride
+    data = Histories.concatenate([histories.subsampled(stride, s) for s in range(stride)]) if stride > 1 else histories
     data = data.shuffled(np.random.default_rng(args.seed)) if args.shuffled else data
     start = time.perf_counter()
     try:  # a stage that runs out of budget exits here: its seconds still count

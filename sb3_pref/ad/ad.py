@@ -23,11 +23,11 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.utils import configure_logger, get_device, set_random_seed
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_pref.common.checks import check_bool
 from sb3_pref.ad.context import State, empty_context, extend_context
 from sb3_pref.ad.histories import Histories
 from sb3_pref.ad.model import ADConfig, ADTransformer
 from sb3_pref.ad.persistence import MODEL_FORMAT_VERSION, load_ad, save_ad  # noqa: F401 (re-exported)
+from sb3_pref.common.checks import check_bool
 
 
 def resolve_precision(device: th.device, dtype: str = "auto") -> bool:
