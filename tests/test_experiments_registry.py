@@ -11,7 +11,7 @@ from typing import Any, Optional
 import numpy as np
 import pytest
 
-from sb3_pref.experiments import ConfigError, execute_run, load_config, plan_grid, task_defaults
+from sb3_pref.experiments import ConfigError, execute_run, load_config, plan_grid, task_defaults, write_report
 from sb3_pref.experiments.axes import parse_budget
 from sb3_pref.experiments.records import FINISHED, RunRecord
 from sb3_pref.experiments.registry import (
@@ -39,7 +39,7 @@ def test_the_builtin_kinds_are_registered_in_order():
         run_kind("td3")
 
 
-@pytest.mark.parametrize("name", BUILTIN)
+@pytest.mark.parametrize("name", kind_names())
 def test_every_registered_kind_declares_what_it_must(name):
     pytest.importorskip("sb3_pref.rl2")  # the rl2 and ad checks import it
     kind = run_kind(name)
@@ -80,7 +80,7 @@ def test_every_registered_kind_declares_what_it_must(name):
         assert spec.run_id.count("/") == (4 if kind.learns_preferences else 2)
     if kind.baseline is not None:
         assert run_kind(kind.baseline).is_baseline and not run_kind(kind.baseline).learns_preferences
-    assert kind.adapts == (kind.baseline is None)  # every built-in kind is scored one way or the other
+    assert kind.adapts == (kind.baseline is None)  # scored by adaptation, or normalised by a baseline
     if kind.preset is not None:
         preset = kind.preset(kind.defaults(tasks[0])["preset"])
         assert set(preset) <= kind.keys
@@ -210,3 +210,9 @@ def test_a_registered_kind_runs_beside_a_builtin_one_and_is_reported(tmp_path, t
     assert [run.variant for run in runs] == ["Toy", "Toy"]
     rows, _ = score_table(runs, normalised=False)
     assert [row.variant for row in rows] == ["Toy"] and np.isfinite(rows[0].mean["CartPole-v1"][0])
+    # the report draws and scores it as its baseline (normalised by itself: 1)
+    rows, skipped = score_table(runs)
+    assert skipped == {} and np.allclose(rows[0].per_task["CartPole-v1"].mean(), 1.0)
+    with open(write_report(config.output_dir)) as handle:
+        report = handle.read()
+    assert "| Toy |" in report and "curves_CartPole-v1.png" in report

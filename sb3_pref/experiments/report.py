@@ -23,7 +23,6 @@ import numpy as np
 from sb3_pref.experiments.records import read_json
 from sb3_pref.experiments.registry import run_kind
 from sb3_pref.experiments.results import (
-    BASELINE_VARIANTS,
     QUALITY_KEYS,
     RETURN_KEY,
     RunResult,
@@ -92,7 +91,7 @@ def plot_learning_curves(runs: list[RunResult], out_dir: str, metaworld_metric: 
         # meta-RL runs are plotted by their return on trial tasks (no success rate)
         key = RETURN_KEY if lines and next(iter(lines.values()))[0].kind.adapts else score_key(task, metaworld_metric)
         figure, (axes,) = _figure()
-        for name in sorted(lines, key=lambda n: (n not in BASELINE_VARIANTS, n)):
+        for name in sorted(lines, key=lambda n: (not lines[n][0].kind.is_baseline, n)):  # baselines first
             steps, matrix = learning_curves(lines[name], key)
             if steps.size:
                 _band(axes, steps, matrix, name, seed)

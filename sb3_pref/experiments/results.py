@@ -21,11 +21,9 @@ from sb3_pref.experiments.stats import bootstrap_ci, bootstrap_mean_curve, iqm, 
 RETURN_KEY, SUCCESS_KEY = "rollout/ep_rew_mean", "rollout/success_rate"
 FEED_KEY = "reward/total_feed"
 QUALITY_KEYS = ("reward/true_pref_accuracy", "reward/pred_true_corr")
-#: the baseline a score falls back on when its own is not in the grid (a kind's ``baseline``: B-Pref normalises
-#: PrefPPO by PPO and PEBBLE by SAC)
+#: the baseline a score falls back on when its own (its kind's ``baseline``: B-Pref normalises PrefPPO by PPO and
+#: PEBBLE by SAC) is not in the grid
 BASELINE = "ppo"
-#: the line names of the baselines
-BASELINE_VARIANTS = ("PPO (true reward)", "SAC (true reward)")
 
 
 @dataclass
