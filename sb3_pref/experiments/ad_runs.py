@@ -12,10 +12,12 @@ from typing import Any, Optional
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_pref.experiments.config import RunSpec
-from sb3_pref.experiments.defaults import AD_KEYS, AD_NAMED_PRESETS, AD_PRESETS, ad_preset
+from sb3_pref.experiments.defaults import AD_KEYS, AD_NAMED_PRESETS, AD_PRESETS, ad_preset, task_family
+from sb3_pref.experiments.registry import RunKind
+from sb3_pref.experiments.spec import RunSpec
 
-__all__ = ["AD_KEYS", "AD_NAMED_PRESETS", "AD_PRESETS", "build_ad", "check_ad_settings", "finish_ad", "make_ad_test_env"]
+__all__ = ["AD", "AD_KEYS", "AD_NAMED_PRESETS", "AD_PRESETS", "ad_task_defaults", "build_ad", "check_ad_settings",
+           "finish_ad", "make_ad_test_env"]  # fmt: skip
 
 _INTS = ("total_timesteps", "learner_steps", "learners_per_goal", "max_history_steps", "seq_len", "embed_dim", "n_layers",
          "n_heads", "ff_dim", "batch_size", "episodes_per_trial", "eval_trials", "size", "episode_length", "n_test")
@@ -133,3 +135,33 @@ def finish_ad(model: Any, spec: RunSpec, run_dir: str) -> dict[str, Any]:
         summary[f"adaptation/{key}_first_episode"] = float(means[0])
         summary[f"adaptation/{key}_last_episode"] = float(means[-1])
     return summary
+
+
+def ad_task_defaults(task: str) -> dict[str, Any]:
+    """
+    The seed's setting of ``task`` (:data:`~sb3_pref.experiments.defaults.AD_PRESETS`); a config's ``preset`` replaces it.
+
+    :raises ValueError: for a task AD has no setting for
+    """
+    family = task_family(task)
+    if family not in AD_PRESETS:
+        raise ValueError(f"ad does not run on {task!r}")
+    return dict(AD_PRESETS[family])
+
+
+def _why_not(task: str) -> Optional[str]:
+    return None if task_family(task) in AD_PRESETS else "ad runs on darkroom"
+
+
+AD = RunKind(
+    name="ad",
+    keys=frozenset(AD_KEYS),
+    defaults=ad_task_defaults,
+    check=check_ad_settings,
+    build=build_ad,
+    finish=finish_ad,
+    why_not=_why_not,
+    variant=lambda spec: "AD",
+    preset=ad_preset,
+    adapts=True,
+)

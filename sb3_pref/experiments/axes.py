@@ -10,7 +10,6 @@ from functools import cache
 from typing import Any, Union
 
 from sb3_pref.common.teachers import ScriptedTeacher
-from sb3_pref.experiments.defaults import AD_KEYS, RL2_KEYS
 from sb3_pref.experiments.flags import TEACHER_FLAGS, flag_names
 
 # Set by the grid's axes or by the runner, never as hyperparameters.
@@ -36,23 +35,9 @@ class ConfigError(ValueError):
 
 
 @cache
-def _bpref_keys() -> frozenset:
+def bpref_keys() -> frozenset:
+    """The B-Pref flags a config may set (ppo / prefppo runs): every flag but those the axes or the runner set."""
     return frozenset(flag_names()) - set(_RESERVED)
-
-
-#: the algorithms that learn from preferences: their runs have a teacher and a budget
-PREFERENCE_ALGORITHMS = ("prefppo", "pebble")
-
-
-def valid_keys(algo: str) -> frozenset:
-    """The hyperparameter names ``algo`` takes."""
-    if algo in ("pebble", "sac"):
-        from sb3_pref.experiments.pebble_runs import PEBBLE_KEYS, SAC_KEYS
-
-        return frozenset(PEBBLE_KEYS if algo == "pebble" else SAC_KEYS)
-    if algo == "ad":
-        return frozenset(AD_KEYS)
-    return frozenset(RL2_KEYS) if algo == "rl2" else _bpref_keys()
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,13 @@ Per-task defaults a grid starts from: B-Pref's published settings for its PrefPP
 RL2 presets for the trial tasks (DarkRoom, bandits, Meta-World ML1). A config overrides any of them.
 
 Hyperparameter names are the ``dest`` names of the B-Pref flags (:func:`~sb3_pref.experiments.flags.flag_names`)
-for ``ppo`` / ``prefppo``, and :data:`RL2_KEYS` for ``rl2``.
+for ``ppo`` / ``prefppo``, :data:`RL2_KEYS` for ``rl2`` and :data:`AD_KEYS` for ``ad``. The run kinds
+(``*_runs.py``) read these tables; :func:`task_defaults` asks a kind for its defaults.
 """
 
 from typing import Any
 
-#: the algorithms a grid can run (``pebble`` and ``sac``: :mod:`sb3_pref.experiments.pebble_runs`)
-ALGORITHMS = ("ppo", "prefppo", "pebble", "sac", "rl2", "ad")
+from sb3_pref.experiments.registry import run_kind
 
 # B-Pref's walker_walk settings; every dm_control task starts from these.
 _DMC = dict(
@@ -77,7 +77,7 @@ RL2_KEYS = (
     "n_pulls",
     "max_episode_steps",
 )
-_RL2_COMMON = dict(cell="gru", gamma=0.99, gae_lambda=0.95, eval_trials=500, deterministic_eval=False)
+RL2_COMMON = dict(cell="gru", gamma=0.99, gae_lambda=0.95, eval_trials=500, deterministic_eval=False)
 # Tuned on DarkRoom by the RL2 work; the bandit and Meta-World presets are reasonable starting points.
 RL2_PRESETS: dict[str, dict[str, Any]] = {
     "darkroom": dict(
@@ -196,69 +196,45 @@ def task_family(task: str) -> str:
     return "gym" if is_gymnasium_env_name(task) else "dmc"
 
 
-def algorithm_runs_on(algo: str, task: str) -> bool:
-    """
-    Whether ``algo`` takes ``task``: rl2 (and ad on DarkRoom) runs on trial tasks; ppo, prefppo, pebble
-    and sac on dm_control, gymnasium and Meta-World tasks (pebble and sac on the Meta-World tasks B-Pref has
-    PEBBLE settings for and on continuous-action gymnasium tasks, which the config check enforces with its
-    own error).
-    """
-    trial_task = task_family(task) in RL2_PRESETS
-    if algo == "ad":
-        return task_family(task) in AD_PRESETS
-    return trial_task if algo == "rl2" else not trial_task
+def is_trial_task(task: str) -> bool:
+    """Whether ``task`` is a trial task of meta-RL (DarkRoom, bandits, ML1), on which rl2 and ad run and the others do not."""
+    return task_family(task) in RL2_PRESETS
 
 
-def why_not(algo: str, task: str) -> str:
-    """Why ``algo`` does not run on ``task``, for an error message."""
-    if algorithm_runs_on(algo, task):
-        return f"{algo} runs on it"
-    if algo == "rl2":
-        return "rl2 runs on trial tasks (darkroom, bandit, ml1-<task>)"
-    if algo == "ad":
-        return "ad runs on darkroom"
-    if algo in ("pebble", "sac"):
-        # The trial tasks are the grid's discrete-action ones (DarkRoom, bandits) or trials of episodes (ML1).
-        return (
-            f"{algo} is SAC: it needs a continuous-action dm_control, gymnasium or Meta-World task, "
-            f"not the trial task {task!r}"
-        )
-    return f"{algo} runs on dm_control, gymnasium and Meta-World tasks, not the trial task {task!r}"
-
-
-def _bpref_entry(task: str) -> dict[str, Any]:
+def bpref_entry(task: str) -> dict[str, Any]:
+    """The :data:`BPREF_TASKS` entry of a task (the generic dm_control or Meta-World one when B-Pref has none)."""
     if task_family(task) == "metaworld":
         return BPREF_TASKS.get(metaworld_task(task), _GENERIC_METAWORLD)
     return BPREF_TASKS.get(task, _GENERIC_DMC)
 
 
+def bpref_settings(algo: str, task: str) -> dict[str, Any]:
+    """
+    B-Pref's settings for a run of its ``ppo`` or ``prefppo`` script on a (non-trial) task.
+
+    :param algo: the script (the entry's ``algo`` part applies on top of its ``all`` part)
+    :param task: a dm_control, gymnasium or Meta-World task
+    :return: a new dict of flag names
+    """
+    entry = bpref_entry(task)
+    base = _METAWORLD if task_family(task) == "metaworld" else _DMC
+    return {**base, **entry.get("all", {}), **entry.get(algo, {})}
+
+
 def task_defaults(algo: str, task: str) -> dict[str, Any]:
     """
-    The hyperparameters a run of ``algo`` on ``task`` starts from.
+    The hyperparameters a run of ``algo`` on ``task`` starts from, as its run kind declares them
+    (:mod:`sb3_pref.experiments.registry`).
 
-    :param algo: ``"ppo"``, ``"prefppo"``, ``"pebble"``, ``"sac"``, ``"rl2"`` or ``"ad"``
+    :param algo: ``"ppo"``, ``"prefppo"``, ``"pebble"``, ``"sac"``, ``"rl2"``, ``"ad"`` or a registered kind
     :param task: e.g. ``"walker_walk"``, ``"metaworld_sweep-into-v2"``, ``"darkroom"``, ``"ml1-reach"``
     :return: a new dict (B-Pref flag names for ppo / prefppo, B-Pref's ``train_PEBBLE.py`` names for
-        pebble / sac, :data:`RL2_KEYS` for rl2)
+        pebble / sac, :data:`RL2_KEYS` for rl2, :data:`AD_KEYS` for ad)
+    :raises ValueError: for an unknown algorithm, or a task it does not run on
     """
-    if algo in ("pebble", "sac"):
-        from sb3_pref.experiments.pebble_runs import pebble_task_defaults
-
-        return pebble_task_defaults(algo, task)
-    if algo not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {algo!r}: expected one of {', '.join(ALGORITHMS)}")
-    if not algorithm_runs_on(algo, task):
-        raise ValueError(f"{algo} does not run on {task!r}")
-    family = task_family(task)
-    if algo == "rl2":
-        return {**_RL2_COMMON, **RL2_PRESETS[family]}
-    if algo == "ad":
-        return dict(AD_PRESETS[family])
-    entry = _bpref_entry(task)
-    base = _METAWORLD if family == "metaworld" else _DMC
-    return {**base, **entry.get("all", {}), **entry.get(algo, {})}
+    return run_kind(algo).defaults(task)
 
 
 def default_budgets(task: str) -> list[str]:
     """B-Pref's feedback budgets for ``task``, as ``"max_feed x re_batch"`` strings (e.g. ``"1000x100"``)."""
-    return list(_bpref_entry(task)["budgets"])
+    return list(bpref_entry(task)["budgets"])

@@ -18,7 +18,7 @@ checkpoint whose model exists has its buffer too.
 
 import os
 from functools import cache
-from typing import Any, Optional, cast
+from typing import Any, Callable, Optional, cast
 
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
@@ -26,10 +26,11 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.common.callbacks import Checkpoint
 from sb3_pref.experiments.axes import _RESERVED, Budget
-from sb3_pref.experiments.config import RunSpec
-from sb3_pref.experiments.defaults import metaworld_task, task_family
+from sb3_pref.experiments.defaults import is_trial_task, metaworld_task, task_family
 from sb3_pref.experiments.pebble import _DMC as _PEBBLE_DMC
 from sb3_pref.experiments.pebble import PEBBLE_DEFAULTS, PEBBLE_TASKS, _convert
+from sb3_pref.experiments.registry import EVAL_SEED_OFFSET, RunKind, run_kind
+from sb3_pref.experiments.spec import RunSpec
 
 #: the settings a ``pebble`` run takes: B-Pref's, less those the grid's axes or the runner set (axes' _RESERVED)
 PEBBLE_KEYS = tuple(["total_timesteps", *(k for k in PEBBLE_DEFAULTS if k not in _RESERVED)])
@@ -141,7 +142,7 @@ def pebble_task_defaults(algo: str, task: str) -> dict[str, Any]:
     steps = settings.pop("num_train_steps")
     if task_family(task) != "gym":
         settings["total_timesteps"] = steps
-    keys = PEBBLE_KEYS if algo == "pebble" else SAC_KEYS
+    keys = run_kind(algo).keys  # PEBBLE_KEYS or SAC_KEYS, as the kind declares
     return {key: value for key, value in settings.items() if key in keys and key not in _LIBRARY_KEYS}
 
 
@@ -181,7 +182,7 @@ def check_pebble_settings(algo: str, task: str, settings: dict[str, Any]) -> dic
             "SB3's SAC has one learning rate for actor and critic: give agent.params.actor_lr == agent.params.critic_lr "
             f"(got {checked.get('agent.params.actor_lr')} and {checked.get('agent.params.critic_lr')})"
         )
-    if algo == "pebble" and checked["feed_type"] not in range(6):
+    if "feed_type" in checked and checked["feed_type"] not in range(6):  # a pebble run's (sac has no queries)
         raise ValueError(f"feed_type must be 0-5 (B-Pref's query methods), got {checked['feed_type']!r}")
     return checked
 
@@ -193,7 +194,7 @@ def pebble_config(spec: RunSpec) -> dict[str, Any]:
     """
     config = dict(PEBBLE_DEFAULTS, **spec.hyperparameters, env=spec.task, seed=spec.seed, device="cpu")
     config["num_train_steps"] = config.pop("total_timesteps")
-    if spec.algo == "pebble":
+    if spec.budget is not None:  # a pebble run: the grid gave it a budget and a teacher
         budget = cast(Budget, spec.budget)
         config.update(max_feedback=budget.max_feed, reward_batch=budget.re_batch)
         config.update({_TEACHER_KEYS[key]: value for key, value in cast(dict, spec.teacher_params).items()})
@@ -214,24 +215,40 @@ def replay_buffer_path(checkpoint_model: str) -> str:
     return checkpoint_model[: -len(".zip")] + "_replay_buffer.pkl"
 
 
-def build_pebble(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Checkpoint]) -> BaseAlgorithm:
-    """A new ``pebble`` / ``sac`` model for the run, or the one in ``checkpoint`` with its replay buffer."""
-    from stable_baselines3 import SAC
-
+def _build(
+    spec: RunSpec,
+    monitor_dir: str,
+    checkpoint: Optional[Checkpoint],
+    make: Callable[..., BaseAlgorithm],
+    algorithm: type[OffPolicyAlgorithm],
+) -> BaseAlgorithm:
+    """``make(config, env)`` for a new run; else the checkpoint's model of class ``algorithm`` with its replay buffer."""
     from sb3_pref.envs import make_benchmark_vec_env
-    from sb3_pref.experiments.pebble import make_pebble
-    from sb3_pref.sac_reward import SAC_REWARD
 
     env = make_benchmark_vec_env(spec.task, n_envs=1, seed=spec.seed, monitor_dir=monitor_dir)
     if checkpoint is None:
-        config = pebble_config(spec)
-        return make_pebble(config, env, verbose=0) if spec.algo == "pebble" else make_sac(config, env, verbose=0)
+        return make(pebble_config(spec), env, verbose=0)
     buffer = replay_buffer_path(checkpoint.model)
     if not os.path.exists(buffer):
         raise FileNotFoundError(f"{checkpoint.model} has no replay buffer beside it ({buffer})")
-    model = (SAC_REWARD if spec.algo == "pebble" else SAC).load(checkpoint.model, env=env, device="cpu")
+    model = algorithm.load(checkpoint.model, env=env, device="cpu")
     model.load_replay_buffer(buffer)
     return model
+
+
+def build_pebble(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Checkpoint]) -> BaseAlgorithm:
+    """A new ``pebble`` model (``SAC_REWARD``) for the run, or the one in ``checkpoint`` with its replay buffer."""
+    from sb3_pref.experiments.pebble import make_pebble
+    from sb3_pref.sac_reward import SAC_REWARD
+
+    return _build(spec, monitor_dir, checkpoint, make_pebble, SAC_REWARD)
+
+
+def build_sac(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Checkpoint]) -> BaseAlgorithm:
+    """A new ``sac`` model (SB3's SAC on the true reward) for the run, or the one in ``checkpoint`` with its replay buffer."""
+    from stable_baselines3 import SAC
+
+    return _build(spec, monitor_dir, checkpoint, make_sac, SAC)
 
 
 def save_replay_buffer_beside(model: BaseAlgorithm, checkpoint_base: str) -> None:
@@ -253,33 +270,69 @@ def make_eval_env(spec: RunSpec) -> VecEnv:
     env but seeded ``seed + EVAL_SEED_OFFSET`` (as a ppo / prefppo run's), without monitor files.
     """
     from sb3_pref.envs import make_benchmark_vec_env
-    from sb3_pref.experiments.training import EVAL_SEED_OFFSET
 
     return make_benchmark_vec_env(spec.task, n_envs=1, seed=spec.seed + EVAL_SEED_OFFSET)
 
 
 def finish_pebble(model: BaseAlgorithm, spec: RunSpec, run_dir: str) -> dict[str, Any]:
     """
-    Save ``model.zip`` (and PEBBLE's reward model and preferences), as a prefppo run does, then evaluate
-    the policy as a ppo / prefppo run's closes (:func:`~sb3_pref.experiments.training.evaluate_final_policy`).
+    Save ``model.zip`` (and PEBBLE's reward model and preferences), as a prefppo run does; the runner then
+    evaluates the policy on :func:`make_eval_env` (:func:`~sb3_pref.experiments.training.evaluate_final_policy`).
 
-    :return: ``labels`` (pebble), ``eval_return``, ``eval_return_std``, ``eval_episodes``, ``eval_cpu_time``
+    :return: ``labels``, the labels the run asked for (pebble; nothing for sac)
     """
     from sb3_pref.experiments.bpref import save_outputs
 
-    # Read when called (a test may shorten the evaluation): 10 episodes of a dm_control task are 10k steps.
-    from sb3_pref.experiments.training import EVAL_EPISODES, evaluate_final_policy
-
     save_outputs(model, run_dir)
     learner = getattr(model, "pref_learner", None)
-    summary = {"labels": int(learner.counters()["total_feed"])} if learner is not None else {}
-    return {**summary, **evaluate_final_policy(model, lambda: make_eval_env(spec), episodes=EVAL_EPISODES)}
+    return {"labels": int(learner.counters()["total_feed"])} if learner is not None else {}
 
+
+def _why_not(algo: str, task: str) -> Optional[str]:
+    if not is_trial_task(task):
+        return None
+    # The trial tasks are the grid's discrete-action ones (DarkRoom, bandits) or trials of episodes (ML1).
+    return f"{algo} is SAC: it needs a continuous-action dm_control, gymnasium or Meta-World task, not the trial task {task!r}"
+
+
+def _variant_pebble(spec: RunSpec) -> str:
+    return f"PEBBLE ({spec.teacher})"
+
+
+PEBBLE = RunKind(
+    name="pebble",
+    keys=frozenset(PEBBLE_KEYS),
+    defaults=lambda task: pebble_task_defaults("pebble", task),
+    check=lambda task, settings: check_pebble_settings("pebble", task, settings),
+    build=build_pebble,
+    finish=finish_pebble,
+    why_not=lambda task: _why_not("pebble", task),
+    variant=_variant_pebble,
+    learns_preferences=True,
+    budgets=pebble_budgets,
+    eval_env=make_eval_env,
+    baseline="sac",
+)
+SAC = RunKind(
+    name="sac",
+    keys=frozenset(SAC_KEYS),
+    defaults=lambda task: pebble_task_defaults("sac", task),
+    check=lambda task, settings: check_pebble_settings("sac", task, settings),
+    build=build_sac,
+    finish=finish_pebble,
+    why_not=lambda task: _why_not("sac", task),
+    variant=lambda spec: "SAC (true reward)",
+    eval_env=make_eval_env,
+    baseline="sac",
+)
 
 __all__ = [
+    "PEBBLE",
     "PEBBLE_KEYS",
+    "SAC",
     "SAC_KEYS",
     "build_pebble",
+    "build_sac",
     "check_pebble_settings",
     "finish_pebble",
     "make_eval_env",

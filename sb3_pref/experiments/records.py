@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from sb3_pref.experiments.config import RunSpec
+from sb3_pref.experiments.spec import RunSpec
 
 RUN_FILE, HEARTBEAT_FILE, PROGRESS_FILE = "run.json", "heartbeat.json", "progress.csv"
 PENDING, RUNNING, FINISHED, FAILED, INTERRUPTED = "pending", "running", "finished", "failed", "interrupted"

@@ -20,10 +20,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from sb3_pref.experiments.config import PREFERENCE_ALGORITHMS
 from sb3_pref.experiments.records import read_json
+from sb3_pref.experiments.registry import run_kind
 from sb3_pref.experiments.results import (
-    BASELINE_VARIANTS,
     QUALITY_KEYS,
     RETURN_KEY,
     RunResult,
@@ -77,9 +76,9 @@ def _panels(runs: list[RunResult]) -> dict[tuple[str, str], dict[str, list[RunRe
     """(task, budget) -> line name -> seeds; the PPO and SAC baselines join every budget of their task."""
     panels: dict[tuple[str, str], dict[str, list[RunResult]]] = {}
     groups = group_runs(runs)
-    budgets = {(task, budget) for (task, budget, algo, _) in groups if algo in PREFERENCE_ALGORITHMS}
+    budgets = {(task, budget) for (task, budget, algo, _) in groups if run_kind(algo).learns_preferences}
     for (task, budget, algo, variant), group in groups.items():
-        targets = [key for key in budgets if key[0] == task] if algo in ("ppo", "sac") and budgets else [(task, budget)]
+        targets = [key for key in budgets if key[0] == task] if run_kind(algo).is_baseline and budgets else [(task, budget)]
         for target in targets:
             panels.setdefault(target, {})[variant] = group
     return panels
@@ -89,9 +88,10 @@ def plot_learning_curves(runs: list[RunResult], out_dir: str, metaworld_metric: 
     """One PNG per task and budget; :return: the file names"""
     written = []
     for (task, budget), lines in sorted(_panels(runs).items()):
-        key = RETURN_KEY if lines and next(iter(lines.values()))[0].spec.algo == "rl2" else score_key(task, metaworld_metric)
+        # meta-RL runs are plotted by their return on trial tasks (no success rate)
+        key = RETURN_KEY if lines and next(iter(lines.values()))[0].kind.adapts else score_key(task, metaworld_metric)
         figure, (axes,) = _figure()
-        for name in sorted(lines, key=lambda n: (n not in BASELINE_VARIANTS, n)):
+        for name in sorted(lines, key=lambda n: (not lines[n][0].kind.is_baseline, n)):  # baselines first
             steps, matrix = learning_curves(lines[name], key)
             if steps.size:
                 _band(axes, steps, matrix, name, seed)
@@ -110,12 +110,12 @@ def plot_reward_quality(runs: list[RunResult], out_dir: str, seed: int = 0) -> l
     """One PNG per task and budget of PrefPPO / PEBBLE runs (two panels); :return: the file names"""
     written = []
     for (task, budget, algo, _), _group in sorted(group_runs(runs).items()):
-        if algo not in PREFERENCE_ALGORITHMS or f"reward_quality_{_slug(task)}_{_slug(budget)}.png" in written:
+        if not run_kind(algo).learns_preferences or f"reward_quality_{_slug(task)}_{_slug(budget)}.png" in written:
             continue
         figure, panels = _figure(len(QUALITY_KEYS))
         for axes, key in zip(panels, QUALITY_KEYS):
             for (other_task, other_budget, other_algo, variant), group in sorted(group_runs(runs).items()):
-                if (other_task, other_budget) == (task, budget) and other_algo in PREFERENCE_ALGORITHMS:
+                if (other_task, other_budget) == (task, budget) and run_kind(other_algo).learns_preferences:
                     feedback, matrix = feedback_curves(group, key)
                     if feedback.size:
                         _band(axes, feedback, matrix, variant, seed)
@@ -185,7 +185,7 @@ def _adaptation_markdown(curves: dict[str, dict[str, tuple[np.ndarray, np.ndarra
 def _quality_markdown(runs: list[RunResult]) -> list[str]:
     lines = ["| task | budget | teacher | " + " | ".join(_LABELS[k] for k in QUALITY_KEYS) + " |", "|---|---|---|---|---|"]
     for (task, budget, algo, variant), group in sorted(group_runs(runs).items()):
-        if algo in PREFERENCE_ALGORITHMS:
+        if run_kind(algo).learns_preferences:
             cells = []
             for key in QUALITY_KEYS:
                 finals = np.array([final_score(run.columns, key) for run in group])
@@ -265,7 +265,7 @@ def write_report(
         "adaptation": [],
     }
     adaptation_note, adaptation_lines = "", []
-    if any(run.spec.algo in ("rl2", "ad") for run in runs):
+    if any(run.kind.adapts for run in runs):
         try:
             import sb3_pref.rl2  # noqa: F401
 
@@ -275,7 +275,7 @@ def write_report(
         except ImportError as error:
             adaptation_note = f"RL2 adaptation skipped: sb3_pref.rl2 does not import here ({error})."
     write_scores_csv(runs, os.path.join(out_dir, "scores.csv"), metaworld_metric)
-    tasks = sorted({run.spec.task for run in runs if run.spec.algo not in ("rl2", "ad")})
+    tasks = sorted({run.spec.task for run in runs if not run.kind.adapts})
     text = markdown_report(
         grid=read_json(os.path.join(run_dir, "grid.json")) or {},
         runs=runs,

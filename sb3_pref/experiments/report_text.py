@@ -74,7 +74,7 @@ def markdown_report(
         " (IQM) and mean of all task-seed scores with a stratified bootstrap (seeds resampled within each task),"
         " as in rliable. With few seeds the intervals are wide and themselves uncertain.",
     ]
-    if any(run.spec.algo not in ("rl2", "ad") for run in runs):
+    if any(not run.kind.adapts for run in runs):
         lines += _score_section(score_lines, raw_lines, skipped)
     lines += ["", "## Learning curves", ""]
     lines += [f"![{name}]({name})" for name in figures["curves"]] or ["No learning curves (no logged returns)."]

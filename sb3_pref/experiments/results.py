@@ -8,23 +8,22 @@ import csv
 import os
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Optional, cast
+from typing import Optional
 
 import numpy as np
 
-from sb3_pref.experiments.config import RunSpec
 from sb3_pref.experiments.defaults import task_family
 from sb3_pref.experiments.records import FINISHED, RUN_FILE, STEP_KEY, RunRecord, merged_progress
+from sb3_pref.experiments.registry import RunKind, run_kind
+from sb3_pref.experiments.spec import RunSpec
 from sb3_pref.experiments.stats import bootstrap_ci, bootstrap_mean_curve, iqm, normalise, stratified_bootstrap_ci
 
 RETURN_KEY, SUCCESS_KEY = "rollout/ep_rew_mean", "rollout/success_rate"
 FEED_KEY = "reward/total_feed"
 QUALITY_KEYS = ("reward/true_pref_accuracy", "reward/pred_true_corr")
+#: the baseline a score falls back on when its own (its kind's ``baseline``: B-Pref normalises PrefPPO by PPO and
+#: PEBBLE by SAC) is not in the grid
 BASELINE = "ppo"
-#: each algorithm's baseline on the true reward (B-Pref normalises PrefPPO by PPO and PEBBLE by SAC)
-BASELINES = {"ppo": "ppo", "prefppo": "ppo", "sac": "sac", "pebble": "sac"}
-#: the line names of the baselines
-BASELINE_VARIANTS = ("PPO (true reward)", "SAC (true reward)")
 
 
 @dataclass
@@ -38,13 +37,14 @@ class RunResult:
     columns: dict[str, np.ndarray]
 
     @property
+    def kind(self) -> RunKind:
+        """The run's kind (:mod:`~sb3_pref.experiments.registry`)."""
+        return run_kind(self.spec.algo)
+
+    @property
     def variant(self) -> str:
         """What a curve's line is named: the teacher for PrefPPO, ``PEBBLE (<teacher>)``, the algorithm otherwise."""
-        if self.spec.algo == "prefppo":
-            return cast(str, self.spec.teacher)  # a prefppo spec always names its teacher
-        if self.spec.algo == "pebble":
-            return f"PEBBLE ({self.spec.teacher})"
-        return {"ppo": BASELINE_VARIANTS[0], "sac": BASELINE_VARIANTS[1], "rl2": "RL2", "ad": "AD"}[self.spec.algo]
+        return self.kind.variant(self.spec)
 
     @property
     def budget(self) -> str:
@@ -175,20 +175,21 @@ def score_table(
     baselines: dict[tuple[str, str], float] = {}  # (baseline algo, task) -> mean final score
     skipped: dict[str, str] = {}
     raw: dict[tuple[str, str], dict[str, np.ndarray]] = defaultdict(dict)
-    algo_of: dict[tuple[str, str], str] = {}
+    kind_of: dict[tuple[str, str], RunKind] = {}
     for (task, budget, algo, variant), group in group_runs(runs).items():
-        if algo in ("rl2", "ad"):
+        kind = run_kind(algo)
+        if kind.adapts:  # scored on held-out tasks (adaptation_curves), not by a final return
             continue
         key = score_key(task, metaworld_metric)
         raw[(variant, budget)][task] = np.array([final_score(run.columns, key, fraction) for run in group])
-        algo_of[(variant, budget)] = algo
-        if BASELINES.get(algo) == algo:
+        kind_of[(variant, budget)] = kind
+        if kind.is_baseline:
             baselines[(algo, task)] = _nanmean(raw[(variant, budget)][task])
     rows = []
-    for (variant, budget), per_task in sorted(raw.items(), key=lambda item: (item[0][0] not in BASELINE_VARIANTS, item[0])):
+    for (variant, budget), per_task in sorted(raw.items(), key=lambda item: (not kind_of[item[0]].is_baseline, item[0])):
         scores = {}
         for task, values in per_task.items():
-            base = BASELINES[algo_of[(variant, budget)]]
+            base = kind_of[(variant, budget)].baseline or BASELINE
             if (base, task) not in baselines and (BASELINE, task) in baselines:
                 base = BASELINE
             name = base.upper()
@@ -243,7 +244,7 @@ def adaptation_curves(runs: list[RunResult], seed: int = 0) -> dict[str, dict[st
     """
     per_task: dict[str, dict[str, list[np.ndarray]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
-        if run.spec.algo not in ("rl2", "ad"):
+        if not run.kind.adapts:
             continue
         curves = read_adaptation(run.run_dir)
         for agent, curve in (curves or {}).items():

@@ -14,8 +14,9 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
-from sb3_pref.experiments.config import RunSpec
-from sb3_pref.experiments.defaults import task_family
+from sb3_pref.experiments.defaults import RL2_COMMON, RL2_KEYS, RL2_PRESETS, task_family
+from sb3_pref.experiments.registry import RunKind
+from sb3_pref.experiments.spec import RunSpec
 
 _POSITIVE_INTS = ("total_timesteps", "n_envs", "n_steps", "batch_size", "n_epochs", "hidden_size", "eval_trials")
 _OPTIONAL_INTS = ("episodes_per_trial", "n_arms", "n_pulls", "max_episode_steps")
@@ -179,3 +180,32 @@ def finish_rl2(model: BaseAlgorithm, spec: RunSpec, run_dir: str) -> dict[str, A
         summary[f"adaptation/{name}_first_episode"] = float(means[0])
         summary[f"adaptation/{name}_last_episode"] = float(means[-1])
     return summary
+
+
+def rl2_task_defaults(task: str) -> dict[str, Any]:
+    """
+    The preset of ``task``'s family (:data:`~sb3_pref.experiments.defaults.RL2_PRESETS`) on the common settings.
+
+    :raises ValueError: for a task that is no trial task
+    """
+    family = task_family(task)
+    if family not in RL2_PRESETS:
+        raise ValueError(f"rl2 does not run on {task!r}")
+    return {**RL2_COMMON, **RL2_PRESETS[family]}
+
+
+def _why_not(task: str) -> Optional[str]:
+    return None if task_family(task) in RL2_PRESETS else "rl2 runs on trial tasks (darkroom, bandit, ml1-<task>)"
+
+
+RL2 = RunKind(
+    name="rl2",
+    keys=frozenset(RL2_KEYS),
+    defaults=rl2_task_defaults,
+    check=check_rl2_settings,
+    build=build_rl2,
+    finish=finish_rl2,
+    why_not=_why_not,
+    variant=lambda spec: "RL2",
+    adapts=True,
+)

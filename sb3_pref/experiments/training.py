@@ -24,8 +24,9 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.common.callbacks import AtomicCheckpointCallback, Checkpoint
 from sb3_pref.common.callbacks import list_checkpoints as _list_checkpoints
-from sb3_pref.experiments.bpref import has_tensorboard, make_env, make_ppo, make_prefppo, make_raw_env, save_outputs
-from sb3_pref.experiments.config import RunSpec, bpref_args
+from sb3_pref.experiments.bpref import has_tensorboard, make_raw_env
+from sb3_pref.experiments.pebble_runs import replay_buffer_path, save_replay_buffer_beside
+from sb3_pref.experiments.ppo_runs import build_bpref as _build_bpref  # noqa: F401 (the name scripts import)
 from sb3_pref.experiments.records import (
     FAILED,
     FINISHED,
@@ -38,6 +39,8 @@ from sb3_pref.experiments.records import (
     write_heartbeat,
     write_progress,
 )
+from sb3_pref.experiments.registry import EVAL_SEED_OFFSET, run_kind
+from sb3_pref.experiments.spec import RunSpec
 
 CHECKPOINT_DIR = "checkpoints"
 
@@ -82,8 +85,6 @@ class RunCallback(AtomicCheckpointCallback):
 
     def save_checkpoint(self) -> str:
         """The library's checkpoint; an off-policy model's replay buffer is written first, beside it."""
-        from sb3_pref.experiments.pebble_runs import replay_buffer_path, save_replay_buffer_beside
-
         save_replay_buffer_beside(self.model, os.path.join(self.save_path, f"{self.name_prefix}_{self.num_timesteps}"))
         path = super().save_checkpoint()
         kept = {replay_buffer_path(checkpoint.model) for checkpoint in list_checkpoints(self.run_dir)}
@@ -110,37 +111,8 @@ def make_logger(run_dir: str, attempt: int, stdout: bool = True) -> Logger:
     return Logger(folder=run_dir, output_formats=formats)
 
 
-# ------------------------------------------------------------------------------ ppo / prefppo
-def _build_bpref(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Checkpoint]) -> BaseAlgorithm:
-    from stable_baselines3 import PPO
-    from stable_baselines3.common.vec_env import VecNormalize
-
-    from sb3_pref import PPO_REWARD
-
-    args = bpref_args(spec)
-    if checkpoint is None:
-        env = make_env(args, monitor_dir)
-        if spec.algo == "prefppo":
-            return make_prefppo(args, env, verbose=0, device="cpu")
-        return make_ppo(args, env, verbose=0, device="cpu")
-    env = make_raw_env(args, monitor_dir)
-    if args.normalize:
-        if checkpoint.vecnormalize is None:
-            raise FileNotFoundError(f"{checkpoint.model} has no VecNormalize statistics next to it")
-        env = VecNormalize.load(checkpoint.vecnormalize, env)
-    algorithm = PPO_REWARD if spec.algo == "prefppo" else PPO
-    return algorithm.load(checkpoint.model, env=env, device="cpu")
-
-
-#: episodes of the deterministic evaluation that closes a ppo / prefppo / pebble / sac run
+#: episodes of the deterministic evaluation that closes a run whose kind has an ``eval_env`` (ppo, prefppo, pebble, sac)
 EVAL_EPISODES = 10
-#: the evaluation env's seed is the run's plus this: episodes the training envs never started from
-EVAL_SEED_OFFSET = 10_000
-
-
-def _finish_bpref(model: BaseAlgorithm, spec: RunSpec, run_dir: str) -> dict[str, Any]:
-    save_outputs(model, run_dir)
-    return evaluate_final_policy(model, bpref_args(spec))
 
 
 def evaluate_final_policy(
@@ -181,22 +153,6 @@ def evaluate_final_policy(
     }
 
 
-def _kind(spec: RunSpec) -> tuple[Any, Any]:
-    if spec.algo == "rl2":
-        from sb3_pref.experiments.rl2_runs import build_rl2, finish_rl2
-
-        return build_rl2, finish_rl2
-    if spec.algo == "ad":
-        from sb3_pref.experiments.ad_runs import build_ad, finish_ad
-
-        return build_ad, finish_ad
-    if spec.algo in ("pebble", "sac"):
-        from sb3_pref.experiments.pebble_runs import build_pebble, finish_pebble
-
-        return build_pebble, finish_pebble
-    return _build_bpref, _finish_bpref
-
-
 def final_scores(run_dir: str) -> dict[str, float]:
     """The run's final true return, success rate and reward-model quality, as the report computes them."""
     from sb3_pref.experiments.results import QUALITY_KEYS, RETURN_KEY, SUCCESS_KEY, final_score
@@ -214,7 +170,7 @@ def _load_newest(spec: RunSpec, run_dir: str, monitor_dir: str) -> tuple[BaseAlg
     run has no checkpoint. A run whose checkpoints all fail to load is not restarted from step 0 behind
     the user's back: it raises, and the files stay where they are for inspection.
     """
-    build, _ = _kind(spec)
+    build = run_kind(spec.algo).build
     checkpoints = list_checkpoints(run_dir)
     errors = []
     for checkpoint in checkpoints:
@@ -277,8 +233,11 @@ def _execute_locked(record: RunRecord, backend: str, stdout_log: bool) -> dict[s
         learn_kwargs: dict[str, Any] = {"log_interval": 1} if isinstance(model, OffPolicyAlgorithm) else {}
         if remaining > 0:
             model.learn(remaining, callback=callback, reset_num_timesteps=checkpoint is None, **learn_kwargs)
-        _, finish = _kind(spec)
-        summary = finish(model, spec, run_dir)
+        kind = run_kind(spec.algo)
+        summary = kind.finish(model, spec, run_dir)
+        if kind.eval_env is not None:  # what a user of the trained model gets: its deterministic policy's return
+            eval_env = kind.eval_env
+            summary.update(evaluate_final_policy(model, lambda: eval_env(spec), episodes=EVAL_EPISODES))
         cast(VecEnv, model.get_env()).close()  # every run's model is built with its env
         write_progress(run_dir)
         record.data["final"] = {**final_scores(run_dir), **summary}
