@@ -27,6 +27,7 @@ from torch import nn
 
 from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner
+from sb3_pref.common.options import OFF_POLICY, document_options, options_signature
 from sb3_pref.common.phases import PreferencePhasesMixin
 from sb3_pref.common.preprocessing import FeatureEncoder
 from sb3_pref.common.rollout import PHASE_PRETRAIN, PHASE_TRUE_REWARD
@@ -138,6 +139,7 @@ def _normalized(env: VecNormalize, obs: Observation, device: th.device) -> Union
     return th.as_tensor(normalized, device=device)
 
 
+@document_options(OFF_POLICY)
 class OffPolicyPreferenceMixin(PreferenceRewardMixin):
     """
     Preference-based reward learning for an SB3 off-policy algorithm with a replay buffer
@@ -149,10 +151,10 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
     steps. Without pretraining, the seed steps keep the env's reward (nothing trains on them) and
     the first round comes right after them.
 
-    :param reset_update: extra gradient steps right after the critic reset (B-Pref: 100)
-    :param relabel_chunk_size: transitions per reward-model pass when relabelling the buffer
     :param args: the algorithm's positional arguments
-    :param kwargs: the algorithm's and :class:`PreferenceRewardMixin`'s keyword arguments
+    :param kwargs: the algorithm's keyword arguments and the off-policy preference options:
+
+    (the preference options of sb3_pref.common.options are listed here)
     """
 
     # For type checkers: the off-policy algorithm's attributes (the mixins' typed base is on-policy);
@@ -160,35 +162,19 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
     learning_starts: int
     replay_buffer: Any
 
-    def __init__(self, *args: Any, reset_update: int = 100, relabel_chunk_size: int = 16384, **kwargs: Any) -> None:
-        for name, value, minimum in (("reset_update", reset_update, 0), ("relabel_chunk_size", relabel_chunk_size, 1)):
-            if not isinstance(value, (int, np.integer)) or value < minimum:
-                raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-        self.reset_update = int(reset_update)
-        self.relabel_chunk_size = int(relabel_chunk_size)
+    option_family = OFF_POLICY
+    reset_update: int
+    relabel_chunk_size: int
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._pending_reset_updates = 0
         # Which reward model state the buffer's rewards come from; None forces a full relabel (e.g. after load).
         self._relabelled_version: Optional[tuple] = None
+        # PreferenceRewardMixin takes the options, and refuses the on-policy ones (they act on a rollout).
         super().__init__(*args, **kwargs)
 
-    #: RLHF options that act on an on-policy rollout (its log-probabilities, its GAE, its value head):
-    #: refused here rather than silently ignored. ``normalize_reward_before`` and ``anneal_policy_lr`` work.
-    unsupported_rlhf_options: dict[str, Any] = {
-        "reference_policy": None, "kl_target": None, "whiten_reward": False, "zero_value_head": False,
-    }  # fmt: skip
-
-    def _init_rlhf(self, reference_policy: Any, **options: Any) -> None:
-        given = {"reference_policy": reference_policy, **options}
-        for name, default in self.unsupported_rlhf_options.items():
-            if given.get(name, default) is not default and given.get(name, default) != default:
-                raise ValueError(
-                    f"{name}={given[name]!r} is an on-policy RLHF option (KL penalty / whitening per rollout, value "
-                    f"head) that {type(self).__name__} does not support: leave it at {default!r}, or use PPO_REWARD"
-                )
-        super()._init_rlhf(reference_policy, **options)
-
     def _rlhf_stash(self, reward_obs: np.ndarray) -> None:
-        # No rollout buffer and no reference policy here (see unsupported_rlhf_options).
+        # No rollout buffer and no reference policy here (the on-policy options are refused).
         pass
 
     # ------------------------------------------------------------------ phases
@@ -284,3 +270,7 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
 
     def _excluded_save_params(self) -> list[str]:
         return [*super()._excluded_save_params(), "_relabelled_version"]
+
+
+# help() and inspect.signature show the off-policy options by name (the function takes them through **kwargs).
+OffPolicyPreferenceMixin.__init__.__signature__ = options_signature(OFF_POLICY)  # type: ignore[attr-defined]
