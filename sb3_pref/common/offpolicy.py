@@ -154,7 +154,7 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
     :param args: the algorithm's positional arguments
     :param kwargs: the algorithm's keyword arguments and the off-policy preference options:
 
-    (the preference options of sb3_pref.common.options are listed here)
+    (then the preference options, declared in sb3_pref.common.options: see help() or the table of the API page)
     """
 
     # For type checkers: the off-policy algorithm's attributes (the mixins' typed base is on-policy);

@@ -18,24 +18,29 @@ Adding an option: declare it below, add it to the signature of each algorithm fa
 """
 
 import inspect
-import os
 import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Optional, TypeVar, Union
 
-import numpy as np
-from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.policies import BasePolicy
-
-from sb3_pref.common.checks import _type_name, check_bool, check_int, check_optional_int
-from sb3_pref.common.query import resolve_query_method
+from sb3_pref.common.checks import check_bool, check_int, check_optional_int
 from sb3_pref.common.reference_kl import ReferenceSource
 from sb3_pref.common.reward_model import RewardModel
-from sb3_pref.common.reward_training import check_schedule
 from sb3_pref.common.teachers import BaseTeacher
-from sb3_pref.common.validation import check_teacher
+from sb3_pref.common.validation import (
+    check_count,
+    check_feed_type,
+    check_kl_coef,
+    check_kl_horizon,
+    check_kl_target,
+    check_reference_source,
+    check_reward_model,
+    check_samples,
+    check_schedule_option,
+    check_teacher_option,
+    check_unsuper_flag,
+)
 
 #: The algorithm families: an on-policy rollout (PPO_REWARD, RL2, A2C-style classes) or a replay buffer (SAC_REWARD).
 ON_POLICY = "on_policy"
@@ -43,7 +48,7 @@ OFF_POLICY = "off_policy"
 BOTH = (ON_POLICY, OFF_POLICY)
 
 #: Where an algorithm's docstring lists its preference options (replaced by :func:`document_options`).
-DOCS_MARKER = "(the preference options of sb3_pref.common.options are listed here)"
+DOCS_MARKER = "(then the preference options, declared in sb3_pref.common.options: see help() or the table of the API page)"
 
 Check = Callable[[str, Any], Any]
 _Class = TypeVar("_Class", bound=type)
@@ -52,75 +57,6 @@ _Class = TypeVar("_Class", bound=type)
 def as_given(name: str, value: Any) -> Any:
     """No check: the value is stored as given."""
     return value
-
-
-def check_reward_model(name: str, value: Any) -> Optional[RewardModel]:
-    if value is not None and not isinstance(value, RewardModel):
-        raise ValueError(f"{name} must be a sb3_pref.RewardModel or None, got {_type_name(value)}")
-    return value
-
-
-def check_teacher_option(name: str, value: Any) -> Union[BaseTeacher, str, None]:
-    check_teacher(name, value)
-    return value
-
-
-def check_feed_type(name: str, value: Any) -> Union[int, str]:
-    resolve_query_method(value)  # raises for an unknown method; the value is kept as given (0-5 or a name)
-    return value
-
-
-def check_unsuper_flag(name: str, value: Any) -> Optional[int]:
-    if value is not None and (isinstance(value, bool) or value not in (0, 1, 2)):
-        raise ValueError(f"{name} must be 0 (no pretraining), 1 or 2, got {value!r}")
-    return value
-
-
-def check_reference_source(name: str, value: Any) -> Any:
-    if not (value is None or isinstance(value, (BasePolicy, BaseAlgorithm, os.PathLike, str))):
-        raise ValueError(
-            f"{name} must be None, 'initial', an SB3 policy or model, or the path of a saved model, got {type(value).__name__}"
-        )
-    if isinstance(value, (str, os.PathLike)) and value != "initial":
-        path = os.fspath(value)
-        if not (os.path.isfile(path) or os.path.isfile(path + ".zip")):
-            raise ValueError(f"{name}={path!r} is neither 'initial' nor an existing file: pass the path given to model.save()")
-    return value
-
-
-def check_kl_coef(name: str, value: Any) -> float:
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    return float(value)
-
-
-def check_kl_target(name: str, value: Any) -> Optional[float]:
-    if value is not None and value <= 0:
-        raise ValueError(f"{name} must be > 0 nats per step (or None for a fixed kl_coef), got {value}")
-    return value
-
-
-def check_kl_horizon(name: str, value: Any) -> int:
-    if value < 1:
-        raise ValueError(f"{name} must be a positive number of env steps, got {value}")
-    return int(value)
-
-
-def check_samples(name: str, value: Any) -> str:
-    if value not in ("recent", "reference"):
-        raise ValueError(f"{name} must be 'recent' or 'reference', got {value!r}")
-    return value
-
-
-def check_count(name: str, value: Any, minimum: int) -> int:
-    """An int >= ``minimum`` (numpy ints too), with the off-policy options' message."""
-    if not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def check_schedule_option(name: str, value: Any) -> str:
-    return check_schedule(value, name)
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,7 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
     own arguments pass through ``args`` and ``kwargs``), checks them all before anything is changed, and stores
     each under its name.
 
-    (the preference options of sb3_pref.common.options are listed here)
+    (then the preference options, declared in sb3_pref.common.options: see help() or the table of the API page)
     """
 
     #: the algorithm family: which options it takes and their defaults (see :mod:`sb3_pref.common.options`)

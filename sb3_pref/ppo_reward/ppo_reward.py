@@ -85,7 +85,7 @@ class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, 
     :param seed: as in PPO; also seeds an unseeded reward model and scripted teacher
     :param device: as in PPO (the policy's device; the reward model has its own ``device``)
     :param _init_setup_model: as in PPO
-    (the preference options of sb3_pref.common.options are listed here)
+    (then the preference options, declared in sb3_pref.common.options: see help() or the table of the API page)
     :param value_loss: ``"sb3"``: SB3's value loss (``mean((V - R)^2)``, of the clipped prediction when
         ``clip_range_vf`` is set), SB3's update unchanged; ``"clipped_max"``: the RLHF document's
         ``0.5 * mean(max((V - R)^2, (V_clipped - R)^2))`` with

@@ -75,7 +75,7 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # type: ignore[misc]  # B-Pref
     :param verbose: as in SAC
     :param seed: as in SAC
     :param device: as in SAC
-    (the preference options of sb3_pref.common.options are listed here)
+    (then the preference options, declared in sb3_pref.common.options: see help() or the table of the API page)
     :param _init_setup_model: as in SAC
 
     PPO_REWARD's other RLHF options (``reference_policy``, the KL penalty, ``whiten_reward``,
