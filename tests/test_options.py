@@ -80,9 +80,11 @@ def test_every_option_is_stored_and_survives_save_load(tmp_path):
     )  # fmt: skip
     model = PPO_REWARD("MlpPolicy", env, reward_model_kwargs=dict(size_segment=10, mb_size=10), **values, **SMALL)
     stored = [option for option in options_of(ON_POLICY) if option.stored]
-    # (normalize_reward_samples="reference" needs a reference policy: covered by tests/test_rlhf.py)
-    unset = {"reward_model", "reward_model_kwargs", "teacher", "normalize_reward_samples"}
-    assert {option.name for option in stored} - unset == set(values)
+    assert set(values) <= {option.name for option in stored}
+    # The options not given above are stored at their declared default.
+    for option in stored:
+        if option.name not in values and option.name not in ("reward_model", "reward_model_kwargs"):
+            assert getattr(model, option.name) == option.default, option.name
     for name, value in values.items():
         assert getattr(model, name) == value, name
     model.save(tmp_path / "model")
@@ -149,3 +151,29 @@ def test_bpref_runs_set_the_options_of_their_flags():
     without = bpref_options(args, model=False)
     assert "max_feed" not in without and without["unsuper_step"] == 500
     PPO_REWARD("MlpPolicy", pendulum(), **without, unsuper_flag=2, **SMALL)
+
+
+@pytest.mark.parametrize("algorithm", [PPO_REWARD, SAC_REWARD])
+def test_n_eval_pairs_sets_how_many_pairs_measure_the_reward_model(algorithm):
+    """An option added by its declaration and the two signatures only: it reaches the learner and acts there."""
+    env = pendulum()
+    settings = dict(max_feed=40, num_interaction=64, unsuper_flag=0, re_update=2, teacher="oracle")
+    settings.update(SMALL if algorithm is PPO_REWARD else dict(learning_starts=32, batch_size=32, seed=0))
+    for n_eval_pairs in (0, 24):
+        reward_model = RewardModel(env.observation_space, env.action_space, size_segment=10, mb_size=10, hidden_dim=16)
+        model = algorithm("MlpPolicy", env, reward_model=reward_model, n_eval_pairs=n_eval_pairs, **settings)
+        assert model.n_eval_pairs == model.pref_learner.n_eval_pairs == n_eval_pairs
+        measured: list[int] = []
+        accuracy = reward_model.preference_accuracy
+
+        def count(features_0, features_1, labels, accuracy=accuracy, measured=measured):
+            if len(labels) != 10:  # the round's new labels are scored too; the fresh pairs are the others
+                measured.append(len(labels))
+            return accuracy(features_0, features_1, labels)
+
+        reward_model.preference_accuracy = count
+        model.learn(128)
+        assert model.pref_learner.n_rounds == 2
+        assert measured == ([] if n_eval_pairs == 0 else [24, 24])
+    with pytest.raises(ValueError, match="n_eval_pairs must be >= 0"):
+        algorithm("MlpPolicy", env, reward_model=reward_model, n_eval_pairs=-1, **settings)

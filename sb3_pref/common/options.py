@@ -189,6 +189,10 @@ PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
     Option("anneal_policy_lr", bool, False,
            doc="the policy's learning rate (off-policy: the actor's, critic's and entropy coefficient's) decays "
                "linearly to 0 over each ``learn`` call"),
+    Option("n_eval_pairs", int, 256, check=_int(0, 256), learner_arg="n_eval_pairs",
+           doc="fresh segment pairs on which each round measures the reward model's agreement with a perfectly "
+               "rational teacher (``reward/true_pref_accuracy``); more measure it more precisely, 0 skips it (it "
+               "costs a reward-model pass over the pairs, drawn with the learner's generator)"),
     Option("reset_update", int, 100, check=partial(check_count, minimum=0), families=(OFF_POLICY,),
            doc="extra gradient steps right after the critic reset that ends pretraining (B-Pref: 100)"),
     Option("relabel_chunk_size", int, 16384, check=partial(check_count, minimum=1), families=(OFF_POLICY,),

@@ -153,6 +153,7 @@ class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, 
         whiten_reward: bool = False,
         zero_value_head: bool = False,
         anneal_policy_lr: bool = False,
+        n_eval_pairs: int = 256,
         # PPO_REWARD's own: the update's value loss.
         value_loss: str = "sb3",
     ) -> None:

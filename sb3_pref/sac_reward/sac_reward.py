@@ -134,6 +134,7 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # type: ignore[misc]  # B-Pref
         reward_schedule: str = "auto",
         normalize_reward_before: bool = False,
         anneal_policy_lr: bool = False,
+        n_eval_pairs: int = 256,
         _init_setup_model: bool = True,
     ) -> None:
         if isinstance(policy, RewardModel):
