@@ -27,9 +27,8 @@ from torch import nn
 
 from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner
-from sb3_pref.common.options import OFF_POLICY, document_options, options_signature
+from sb3_pref.common.options import OFF_POLICY, document_options, takes_options
 from sb3_pref.common.phases import PreferencePhasesMixin
-from sb3_pref.common.preprocessing import FeatureEncoder
 from sb3_pref.common.rollout import PHASE_PRETRAIN, PHASE_TRUE_REWARD
 from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 
@@ -93,7 +92,7 @@ class _EntropyRewardSampler:
         algorithm = self.algorithm
         entropy = cast(StateEntropyReward, algorithm.entropy_reward)
         raw_obs = _to_numpy(data.observations)
-        features = cast(FeatureEncoder, algorithm._pref_encoder).encode_obs(algorithm._reward_observation(raw_obs))
+        features = algorithm._reward_features(raw_obs)
         if rows is not None and rows.max() < entropy.size and np.array_equal(entropy.buffer[rows].cpu().numpy(), features):
             # The k-NN set holds the buffer's rows in the same order: look the distances up.
             intrinsic = entropy.score_rows(rows)
@@ -166,6 +165,7 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
     reset_update: int
     relabel_chunk_size: int
 
+    @takes_options(OFF_POLICY)
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._pending_reset_updates = 0
         # Which reward model state the buffer's rewards come from; None forces a full relabel (e.g. after load).
@@ -192,7 +192,7 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
             return
         super()._begin_rollout()
 
-    def _pretrain_rollout(self, obs: np.ndarray, next: np.ndarray, seen: np.ndarray) -> None:
+    def _pretrain_rollout(self, obs: np.ndarray, seen: np.ndarray) -> None:
         # PEBBLE scores a state against every stored state: the k-NN set is the pretraining part of the buffer.
         if self.entropy_reward is None:
             capacity = max(self.learning_starts + self.unsuper_step, seen.size)
@@ -219,13 +219,11 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
         :return: the number of transitions relabelled
         """
         learner = cast(PreferenceLearner, self.pref_learner)
-        encoder = cast(FeatureEncoder, self._pref_encoder)
 
         def reward_fn(obs: Observation, buffer_actions: np.ndarray) -> np.ndarray:
             # The reward model saw env actions (what the recorder copies); the buffer holds them in [-1, 1].
             actions = self.policy.unscale_action(buffer_actions)
-            features_obs = encoder.encode_obs(self._reward_observation(obs))
-            return learner.predict_rewards(features_obs, encoder.encode_actions(actions))
+            return learner.predict_rewards(self._reward_features(obs), self._reward_actions(actions))
 
         n = relabel_replay_buffer(self.replay_buffer, reward_fn, chunk_size=self.relabel_chunk_size)
         self._relabelled_version = self._reward_version()
@@ -270,7 +268,3 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
 
     def _excluded_save_params(self) -> list[str]:
         return [*super()._excluded_save_params(), "_relabelled_version"]
-
-
-# help() and inspect.signature show the off-policy options by name (the function takes them through **kwargs).
-OffPolicyPreferenceMixin.__init__.__signature__ = options_signature(OFF_POLICY)  # type: ignore[attr-defined]

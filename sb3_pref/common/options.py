@@ -52,6 +52,7 @@ DOCS_MARKER = "(then the preference options, declared in sb3_pref.common.options
 
 Check = Callable[[str, Any], Any]
 _Class = TypeVar("_Class", bound=type)
+_Function = TypeVar("_Function", bound=Callable[..., None])
 
 
 def as_given(name: str, value: Any) -> Any:
@@ -300,6 +301,20 @@ def options_signature(family: str) -> inspect.Signature:
     return inspect.Signature(parameters, return_annotation=None)
 
 
+def takes_options(family: str) -> Callable[[_Function], _Function]:
+    """
+    A decorator for a mixin's ``__init__(self, *args, **kwargs)``: ``help`` and ``inspect.signature`` show the
+    options it takes by name, with their types and defaults (:func:`options_signature`).
+    """
+
+    def decorate(init: _Function) -> _Function:
+        described: Any = init  # a function object takes the attribute; its declared type does not list it
+        described.__signature__ = options_signature(family)
+        return init
+
+    return decorate
+
+
 def option_doc_lines(family: str, width: int = 110) -> list[str]:
     """The ``:param`` lines of ``family``'s options (continuation lines indented by 4), unindented."""
     lines: list[str] = []
@@ -357,4 +372,5 @@ __all__ = [
     "options_signature",
     "passed_on",
     "refuse_other_family",
+    "takes_options",
 ]

@@ -178,7 +178,6 @@ class PreferencePhasesMixin(_Base):
         true: np.ndarray,
         seen: np.ndarray,
         dones: np.ndarray,
-        next: Optional[np.ndarray] = None,
         extras: Optional[dict[str, np.ndarray]] = None,
     ) -> None:
         n_transitions = true.size
@@ -188,7 +187,7 @@ class PreferencePhasesMixin(_Base):
             learner.add_transitions(obs, actions, true, dones, extras=extras)
         if self._rollout_phase == PHASE_PRETRAIN:
             self._unsuper_steps_done += n_transitions
-            self._pretrain_rollout(obs, next, seen)  # type: ignore[arg-type]  # on-policy rollouts pass next=None
+            self._pretrain_rollout(obs, seen)
         elif self._rollout_phase == PHASE_PREFERENCE:
             learner = cast(PreferenceLearner, learner)  # the preference phase exists only with a reward model
             self._num_interactions += n_transitions
@@ -206,12 +205,11 @@ class PreferencePhasesMixin(_Base):
             for key, value in learner.counters().items():
                 self.logger.record(f"reward/{key}", value)
 
-    def _pretrain_rollout(self, obs: np.ndarray, next: np.ndarray, seen: np.ndarray) -> None:
+    def _pretrain_rollout(self, obs: np.ndarray, seen: np.ndarray) -> None:
         """
         On-policy pretraining: the rollout's rewards become the k-NN state-entropy reward of the states acted in.
 
         :param obs: ``(T, n_envs, obs_dim)`` encoded raw observations the actions were taken in
-        :param next: ``(T, n_envs, obs_dim)`` encoded raw observations reached (terminal ones at episode ends)
         :param seen: ``(T, n_envs)`` rewards the env returned to the algorithm
         """
         n_transitions = seen.size

@@ -28,8 +28,8 @@ from sb3_pref.common.options import (
     check_options,
     document_options,
     learner_options,
-    options_signature,
     refuse_other_family,
+    takes_options,
 )
 from sb3_pref.common.persistence import PreferencePersistenceMixin
 from sb3_pref.common.phases import PreferencePhasesMixin
@@ -80,6 +80,7 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
     entropy_k: int
     normalize_reward_samples: str
 
+    @takes_options(ON_POLICY)
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         known = self._known_options()
         given = {option.name: kwargs.pop(option.name) for option in known if option.name in kwargs}
@@ -244,13 +245,19 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
         """:param obs: a batch of raw observations; :return: the part that :meth:`_reward_observation_space` describes"""
         return obs
 
+    def _reward_features(self, raw_obs: Union[np.ndarray, dict]) -> np.ndarray:
+        """:param raw_obs: a batch of raw observations; :return: the flat features the reward model sees of them"""
+        assert self._pref_encoder is not None, "the encoder is set up with the reward model or the pretraining"
+        return self._pref_encoder.encode_obs(self._reward_observation(raw_obs))
+
+    def _reward_actions(self, actions: np.ndarray) -> np.ndarray:
+        """:param actions: a batch of env actions; :return: their features as the reward model sees them"""
+        assert self._pref_encoder is not None, "the encoder is set up with the reward model or the pretraining"
+        return self._pref_encoder.encode_actions(actions)
+
     def _segment_ends(self, dones: np.ndarray, infos: list[dict[str, Any]]) -> np.ndarray:
         """Where segments must not cross: episode ends (an algorithm playing several episodes as one may add its own)."""
         return dones
-
-
-# help() and inspect.signature show the options by name (the function itself takes them through **kwargs).
-PreferenceRewardMixin.__init__.__signature__ = options_signature(ON_POLICY)  # type: ignore[attr-defined]
 
 
 __all__ = [
