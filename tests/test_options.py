@@ -22,6 +22,7 @@ from sb3_pref.common.options import (
     options_of,
 )
 from sb3_pref.common.sb3_glue import PreferenceRewardMixin
+from sb3_pref.rl2 import RL2
 
 SMALL = dict(n_steps=64, batch_size=64, n_epochs=1, policy_kwargs={"net_arch": [16]}, seed=0)
 #: the algorithm, its SB3 base (whose parameters it repeats), its family and its own extra parameters
@@ -49,6 +50,7 @@ def test_signatures_have_the_declared_options_with_their_types_and_defaults(algo
     [
         (PPO_REWARD, ON_POLICY),
         (SAC_REWARD, OFF_POLICY),
+        (RL2, ON_POLICY),
         (PreferenceRewardMixin, ON_POLICY),
         (OffPolicyPreferenceMixin, OFF_POLICY),
     ],
