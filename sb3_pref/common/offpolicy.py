@@ -28,7 +28,6 @@ from torch import nn
 from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner
 from sb3_pref.common.options import OFF_POLICY, document_options, takes_options
-from sb3_pref.common.phases import PreferencePhasesMixin
 from sb3_pref.common.rollout import PHASE_PRETRAIN, PHASE_TRUE_REWARD
 from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 
@@ -243,8 +242,8 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
 
     # ---------------------------------------------------------------- training
     def train(self, gradient_steps: int, batch_size: int = 64) -> None:  # type: ignore[override]  # OffPolicyAlgorithm's
-        # The on-policy train() of PreferencePhasesMixin is skipped: SAC's own update runs (its MRO's next train).
-        algorithm_train: Any = super(PreferencePhasesMixin, self).train
+        # Through PreferencePhasesMixin.train, which hands an algorithm without epochs straight to its update (SAC's).
+        algorithm_train: Any = super().train
         gradient_steps += self._pending_reset_updates
         self._pending_reset_updates = 0
         if self._rollout_phase != PHASE_PRETRAIN or self.entropy_reward is None:

@@ -11,7 +11,7 @@ which inherits this mixin; the per-step recording and the rollout-buffer rewrite
 import sys
 import warnings
 from types import FrameType
-from typing import TYPE_CHECKING, Callable, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 import numpy as np
 import torch as th
@@ -232,14 +232,21 @@ class PreferencePhasesMixin(_Base):
         for key, value in stats.items():
             self.logger.record(f"reward/{key}", value)
 
-    def train(self) -> None:
-        # Algorithms without epochs (A2C: one gradient step per rollout) pretrain with their usual update.
+    def train(self, *args: Any, **kwargs: Any) -> None:
+        """
+        The algorithm's update, with ``unsuper_n_epochs`` epochs while pretraining.
+
+        :param args: the algorithm's own ``train`` arguments (none on-policy; an off-policy
+            ``train(gradient_steps, batch_size)`` passes straight through, having no epochs)
+        :param kwargs: the same, by name
+        """
+        # Algorithms without epochs (A2C: one gradient step per rollout; SAC) train with their usual update.
         if self._rollout_phase != PHASE_PRETRAIN or not hasattr(self, "n_epochs") or self.unsuper_n_epochs is None:
-            return super().train()
+            return super().train(*args, **kwargs)
         # B-Pref trains the policy harder on the intrinsic reward.
         n_epochs: int = self.n_epochs  # type: ignore[has-type]
         self.n_epochs = self.unsuper_n_epochs
         try:
-            return super().train()
+            return super().train(*args, **kwargs)
         finally:
             self.n_epochs = n_epochs
