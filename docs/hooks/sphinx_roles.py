@@ -6,6 +6,10 @@ plain code otherwise. A paragraph that ends in Sphinx's literal-block marker (``
 indented example) ends in one colon, as Sphinx prints it. Short names (``:class:`RewardModel```) are
 looked up among the public names of the package's modules, so docstrings can stay as readable as they
 are in the source.
+
+The algorithms' docstrings get their preference options' ``:param`` lines when the package is imported
+(``sb3_pref.common.options.document_options``), which mkdocstrings, reading the source, does not see: where a
+page says ``<!-- preference-options -->``, this hook writes the table of the declared options instead.
 """
 
 import importlib
@@ -41,6 +45,24 @@ def on_config(config):
 
 
 _NAMES: dict[str, str] = {}
+OPTIONS_MARKER = "<!-- preference-options -->"
+
+
+def _options_table() -> str:
+    """The declared preference options as a Markdown table: name, type, defaults, algorithms, meaning."""
+    from sb3_pref.common.options import OFF_POLICY, ON_POLICY, PREFERENCE_OPTIONS
+
+    rows = ["| option | type | default | `SAC_REWARD` default | description |", "|---|---|---|---|---|"]
+    for option in PREFERENCE_OPTIONS:
+        kind = inspect.formatannotation(option.annotation).replace("sb3_pref.common.", "").replace("|", "or")
+        on = f"`{option.default!r}`" if ON_POLICY in option.families else "(SAC_REWARD only)"
+        off = f"`{option.default_for(OFF_POLICY)!r}`" if OFF_POLICY in option.families else "(not taken)"
+        rows.append(f"| `{option.name}` | `{kind}` | {on} | {off} | {option.doc.replace('|', 'or')} |")
+    return "\n".join(rows)
+
+
+def on_page_markdown(markdown, page, config, files):
+    return markdown.replace(OPTIONS_MARKER, _options_table()) if OPTIONS_MARKER in markdown else markdown
 
 
 def on_page_content(html, page, config, files):

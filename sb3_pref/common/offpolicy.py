@@ -27,8 +27,7 @@ from torch import nn
 
 from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner
-from sb3_pref.common.phases import PreferencePhasesMixin
-from sb3_pref.common.preprocessing import FeatureEncoder
+from sb3_pref.common.options import OFF_POLICY, document_options, takes_options
 from sb3_pref.common.rollout import PHASE_PRETRAIN, PHASE_TRUE_REWARD
 from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 
@@ -92,7 +91,7 @@ class _EntropyRewardSampler:
         algorithm = self.algorithm
         entropy = cast(StateEntropyReward, algorithm.entropy_reward)
         raw_obs = _to_numpy(data.observations)
-        features = cast(FeatureEncoder, algorithm._pref_encoder).encode_obs(algorithm._reward_observation(raw_obs))
+        features = algorithm._reward_features(raw_obs)
         if rows is not None and rows.max() < entropy.size and np.array_equal(entropy.buffer[rows].cpu().numpy(), features):
             # The k-NN set holds the buffer's rows in the same order: look the distances up.
             intrinsic = entropy.score_rows(rows)
@@ -138,6 +137,7 @@ def _normalized(env: VecNormalize, obs: Observation, device: th.device) -> Union
     return th.as_tensor(normalized, device=device)
 
 
+@document_options(OFF_POLICY)
 class OffPolicyPreferenceMixin(PreferenceRewardMixin):
     """
     Preference-based reward learning for an SB3 off-policy algorithm with a replay buffer
@@ -149,10 +149,10 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
     steps. Without pretraining, the seed steps keep the env's reward (nothing trains on them) and
     the first round comes right after them.
 
-    :param reset_update: extra gradient steps right after the critic reset (B-Pref: 100)
-    :param relabel_chunk_size: transitions per reward-model pass when relabelling the buffer
     :param args: the algorithm's positional arguments
-    :param kwargs: the algorithm's and :class:`PreferenceRewardMixin`'s keyword arguments
+    :param kwargs: the algorithm's keyword arguments and the off-policy preference options:
+
+    (then the preference options, declared in sb3_pref.common.options: see help() or the table of the API page)
     """
 
     # For type checkers: the off-policy algorithm's attributes (the mixins' typed base is on-policy);
@@ -160,35 +160,20 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
     learning_starts: int
     replay_buffer: Any
 
-    def __init__(self, *args: Any, reset_update: int = 100, relabel_chunk_size: int = 16384, **kwargs: Any) -> None:
-        for name, value, minimum in (("reset_update", reset_update, 0), ("relabel_chunk_size", relabel_chunk_size, 1)):
-            if not isinstance(value, (int, np.integer)) or value < minimum:
-                raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-        self.reset_update = int(reset_update)
-        self.relabel_chunk_size = int(relabel_chunk_size)
+    option_family = OFF_POLICY
+    reset_update: int
+    relabel_chunk_size: int
+
+    @takes_options(OFF_POLICY)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._pending_reset_updates = 0
         # Which reward model state the buffer's rewards come from; None forces a full relabel (e.g. after load).
         self._relabelled_version: Optional[tuple] = None
+        # PreferenceRewardMixin takes the options, and refuses the on-policy ones (they act on a rollout).
         super().__init__(*args, **kwargs)
 
-    #: RLHF options that act on an on-policy rollout (its log-probabilities, its GAE, its value head):
-    #: refused here rather than silently ignored. ``normalize_reward_before`` and ``anneal_policy_lr`` work.
-    unsupported_rlhf_options: dict[str, Any] = {
-        "reference_policy": None, "kl_target": None, "whiten_reward": False, "zero_value_head": False,
-    }  # fmt: skip
-
-    def _init_rlhf(self, reference_policy: Any, **options: Any) -> None:
-        given = {"reference_policy": reference_policy, **options}
-        for name, default in self.unsupported_rlhf_options.items():
-            if given.get(name, default) is not default and given.get(name, default) != default:
-                raise ValueError(
-                    f"{name}={given[name]!r} is an on-policy RLHF option (KL penalty / whitening per rollout, value "
-                    f"head) that {type(self).__name__} does not support: leave it at {default!r}, or use PPO_REWARD"
-                )
-        super()._init_rlhf(reference_policy, **options)
-
     def _rlhf_stash(self, reward_obs: np.ndarray) -> None:
-        # No rollout buffer and no reference policy here (see unsupported_rlhf_options).
+        # No rollout buffer and no reference policy here (the on-policy options are refused).
         pass
 
     # ------------------------------------------------------------------ phases
@@ -206,7 +191,7 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
             return
         super()._begin_rollout()
 
-    def _pretrain_rollout(self, obs: np.ndarray, next: np.ndarray, seen: np.ndarray) -> None:
+    def _pretrain_rollout(self, obs: np.ndarray, seen: np.ndarray) -> None:
         # PEBBLE scores a state against every stored state: the k-NN set is the pretraining part of the buffer.
         if self.entropy_reward is None:
             capacity = max(self.learning_starts + self.unsuper_step, seen.size)
@@ -233,13 +218,11 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
         :return: the number of transitions relabelled
         """
         learner = cast(PreferenceLearner, self.pref_learner)
-        encoder = cast(FeatureEncoder, self._pref_encoder)
 
         def reward_fn(obs: Observation, buffer_actions: np.ndarray) -> np.ndarray:
             # The reward model saw env actions (what the recorder copies); the buffer holds them in [-1, 1].
             actions = self.policy.unscale_action(buffer_actions)
-            features_obs = encoder.encode_obs(self._reward_observation(obs))
-            return learner.predict_rewards(features_obs, encoder.encode_actions(actions))
+            return learner.predict_rewards(self._reward_features(obs), self._reward_actions(actions))
 
         n = relabel_replay_buffer(self.replay_buffer, reward_fn, chunk_size=self.relabel_chunk_size)
         self._relabelled_version = self._reward_version()
@@ -259,8 +242,8 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
 
     # ---------------------------------------------------------------- training
     def train(self, gradient_steps: int, batch_size: int = 64) -> None:  # type: ignore[override]  # OffPolicyAlgorithm's
-        # The on-policy train() of PreferencePhasesMixin is skipped: SAC's own update runs (its MRO's next train).
-        algorithm_train: Any = super(PreferencePhasesMixin, self).train
+        # Through PreferencePhasesMixin.train, which hands an algorithm without epochs straight to its update (SAC's).
+        algorithm_train: Any = super().train
         gradient_steps += self._pending_reset_updates
         self._pending_reset_updates = 0
         if self._rollout_phase != PHASE_PRETRAIN or self.entropy_reward is None:

@@ -11,7 +11,7 @@ which inherits this mixin; the per-step recording and the rollout-buffer rewrite
 import sys
 import warnings
 from types import FrameType
-from typing import TYPE_CHECKING, Callable, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 import numpy as np
 import torch as th
@@ -178,7 +178,6 @@ class PreferencePhasesMixin(_Base):
         true: np.ndarray,
         seen: np.ndarray,
         dones: np.ndarray,
-        next: Optional[np.ndarray] = None,
         extras: Optional[dict[str, np.ndarray]] = None,
     ) -> None:
         n_transitions = true.size
@@ -188,7 +187,7 @@ class PreferencePhasesMixin(_Base):
             learner.add_transitions(obs, actions, true, dones, extras=extras)
         if self._rollout_phase == PHASE_PRETRAIN:
             self._unsuper_steps_done += n_transitions
-            self._pretrain_rollout(obs, next, seen)  # type: ignore[arg-type]  # on-policy rollouts pass next=None
+            self._pretrain_rollout(obs, seen)
         elif self._rollout_phase == PHASE_PREFERENCE:
             learner = cast(PreferenceLearner, learner)  # the preference phase exists only with a reward model
             self._num_interactions += n_transitions
@@ -206,12 +205,11 @@ class PreferencePhasesMixin(_Base):
             for key, value in learner.counters().items():
                 self.logger.record(f"reward/{key}", value)
 
-    def _pretrain_rollout(self, obs: np.ndarray, next: np.ndarray, seen: np.ndarray) -> None:
+    def _pretrain_rollout(self, obs: np.ndarray, seen: np.ndarray) -> None:
         """
         On-policy pretraining: the rollout's rewards become the k-NN state-entropy reward of the states acted in.
 
         :param obs: ``(T, n_envs, obs_dim)`` encoded raw observations the actions were taken in
-        :param next: ``(T, n_envs, obs_dim)`` encoded raw observations reached (terminal ones at episode ends)
         :param seen: ``(T, n_envs)`` rewards the env returned to the algorithm
         """
         n_transitions = seen.size
@@ -234,14 +232,21 @@ class PreferencePhasesMixin(_Base):
         for key, value in stats.items():
             self.logger.record(f"reward/{key}", value)
 
-    def train(self) -> None:
-        # Algorithms without epochs (A2C: one gradient step per rollout) pretrain with their usual update.
+    def train(self, *args: Any, **kwargs: Any) -> None:
+        """
+        The algorithm's update, with ``unsuper_n_epochs`` epochs while pretraining.
+
+        :param args: the algorithm's own ``train`` arguments (none on-policy; an off-policy
+            ``train(gradient_steps, batch_size)`` passes straight through, having no epochs)
+        :param kwargs: the same, by name
+        """
+        # Algorithms without epochs (A2C: one gradient step per rollout; SAC) train with their usual update.
         if self._rollout_phase != PHASE_PRETRAIN or not hasattr(self, "n_epochs") or self.unsuper_n_epochs is None:
-            return super().train()
+            return super().train(*args, **kwargs)
         # B-Pref trains the policy harder on the intrinsic reward.
         n_epochs: int = self.n_epochs  # type: ignore[has-type]
         self.n_epochs = self.unsuper_n_epochs
         try:
-            return super().train()
+            return super().train(*args, **kwargs)
         finally:
             self.n_epochs = n_epochs

@@ -14,14 +14,13 @@ the rollout buffer already holds (computed while acting), so only the reference 
 per rollout over all its transitions.
 """
 
-import os
 from typing import TYPE_CHECKING, Any, Optional, cast
 
 import numpy as np
-from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.utils import LinearSchedule
 
+from sb3_pref.common.options import OPTIONS_BY_NAME
 from sb3_pref.common.preprocessing import FeatureEncoder
 
 # The reference policy and KL machinery live in reference_kl.py; imported here for the mixin, and so that
@@ -92,27 +91,12 @@ def check_rlhf_options(
     kl_horizon: int,
     normalize_reward_samples: str,
 ) -> None:
-    """Clear errors for the RLHF constructor arguments, before anything is built."""
-    valid_reference = reference_policy is None or isinstance(reference_policy, (BasePolicy, BaseAlgorithm, os.PathLike, str))
-    if not valid_reference:
-        raise ValueError(
-            "reference_policy must be None, 'initial', an SB3 policy or model, or the path of a saved model, "
-            f"got {type(reference_policy).__name__}"
-        )
-    if isinstance(reference_policy, (str, os.PathLike)) and reference_policy != "initial":
-        path = os.fspath(reference_policy)
-        if not (os.path.isfile(path) or os.path.isfile(path + ".zip")):
-            raise ValueError(
-                f"reference_policy={path!r} is neither 'initial' nor an existing file: pass the path given to model.save()"
-            )
-    if kl_coef < 0:
-        raise ValueError(f"kl_coef must be >= 0, got {kl_coef}")
-    if kl_target is not None and kl_target <= 0:
-        raise ValueError(f"kl_target must be > 0 nats per step (or None for a fixed kl_coef), got {kl_target}")
-    if kl_horizon < 1:
-        raise ValueError(f"kl_horizon must be a positive number of env steps, got {kl_horizon}")
-    if normalize_reward_samples not in ("recent", "reference"):
-        raise ValueError(f"normalize_reward_samples must be 'recent' or 'reference', got {normalize_reward_samples!r}")
+    """Clear errors for the RLHF constructor arguments, before anything is built (the checks their declaration uses)."""
+    for name, value in (
+        ("reference_policy", reference_policy), ("kl_coef", kl_coef), ("kl_target", kl_target),
+        ("kl_horizon", kl_horizon), ("normalize_reward_samples", normalize_reward_samples),
+    ):  # fmt: skip
+        OPTIONS_BY_NAME[name].check(name, value)
     if normalize_reward_samples == "reference" and reference_policy is None:
         raise ValueError("normalize_reward_samples='reference' needs a reference_policy (e.g. reference_policy='initial')")
 
@@ -138,7 +122,9 @@ class RLHFMixin(_AlgorithmBase):
     object nor the path; ``kl_coef`` (the adaptive coefficient's current value) is saved with the data.
     """
 
-    # For type checkers: set by _init_rlhf from the constructor's options, or by the on-policy algorithm.
+    # For type checkers: options stored by the constructor (sb3_pref.common.options).
+    kl_coef: float
+    kl_horizon: int
     kl_target: Optional[float]
     normalize_reward_before: bool
     normalize_reward_samples: str
@@ -151,18 +137,8 @@ class RLHFMixin(_AlgorithmBase):
 
         def _reset_value_head(self) -> None: ...  # PreferenceRewardMixin's
 
-    def _init_rlhf(self, reference_policy: ReferenceSource, **options: Any) -> None:
-        check_rlhf_options(
-            reference_policy,
-            options["kl_coef"],
-            options["kl_target"],
-            options["kl_horizon"],
-            options["normalize_reward_samples"],
-        )
-        self.kl_coef = float(options.pop("kl_coef"))
-        self.kl_horizon = int(options.pop("kl_horizon"))
-        for name, value in options.items():
-            setattr(self, name, value)
+    def _init_rlhf(self, reference_policy: ReferenceSource) -> None:
+        """:param reference_policy: the checked ``reference_policy`` option (the other options are stored already)"""
         initial = isinstance(reference_policy, str) and reference_policy == "initial"
         self.reference_source = "initial" if initial else None if reference_policy is None else "given"
         self._reference_input = None if initial else reference_policy

@@ -6,16 +6,12 @@ Both work for any on-policy algorithm whose ``collect_rollouts`` calls the callb
 (PPO, A2C, RecurrentPPO); the algorithm side lives in :mod:`sb3_pref.common.sb3_glue`.
 """
 
-from typing import TYPE_CHECKING, Union, cast
+from typing import Any, Optional, Protocol, Union, cast, runtime_checkable
 
 import numpy as np
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
-
-from sb3_pref.common.preprocessing import FeatureEncoder
-
-if TYPE_CHECKING:
-    from sb3_pref.common.sb3_glue import PreferenceRewardMixin
+from stable_baselines3.common.vec_env import VecNormalize
 
 # Values logged as ``reward/phase``.
 PHASE_PRETRAIN, PHASE_PREFERENCE, PHASE_TRUE_REWARD = 0, 1, 2
@@ -50,11 +46,36 @@ def relabel_rollout(buffer: RolloutBuffer, new_rewards: np.ndarray, seen_rewards
     buffer.returns = buffer.advantages + buffer.values
 
 
-def _single(obs: Union[np.ndarray, dict]) -> Union[np.ndarray, dict]:
-    """One observation as a batch of one."""
-    if isinstance(obs, dict):
-        return {key: np.asarray(value)[None] for key, value in obs.items()}
-    return np.asarray(obs)[None]
+@runtime_checkable
+class RolloutHost(Protocol):
+    """
+    What :class:`RolloutRecorder` may use of the algorithm it records for: the one seam between SB3's rollout
+    loop and the preference glue, which :class:`~sb3_pref.common.sb3_glue.PreferenceRewardMixin` implements.
+    """
+
+    _last_obs: Any  # SB3's: the observations the next actions are taken in (VecNormalize-d if wrapped)
+
+    def get_vec_normalize_env(self) -> Optional[VecNormalize]: ...
+
+    def _begin_rollout(self) -> None: ...
+
+    def _segment_info_keys(self) -> tuple[str, ...]: ...
+
+    def _reward_features(self, raw_obs: Union[np.ndarray, dict]) -> np.ndarray: ...
+
+    def _reward_actions(self, actions: np.ndarray) -> np.ndarray: ...
+
+    def _segment_ends(self, dones: np.ndarray, infos: list[dict[str, Any]]) -> np.ndarray: ...
+
+    def _finish_rollout(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        true: np.ndarray,
+        seen: np.ndarray,
+        dones: np.ndarray,
+        extras: Optional[dict[str, np.ndarray]] = None,
+    ) -> None: ...
 
 
 class RolloutRecorder(BaseCallback):
@@ -63,45 +84,40 @@ class RolloutRecorder(BaseCallback):
     call) and hands the finished rollout to the algorithm at ``on_rollout_end``.
     """
 
-    model: "PreferenceRewardMixin"  # for type checkers: the algorithm it records for
+    @property
+    def host(self) -> RolloutHost:
+        """The algorithm recorded for (SB3's ``self.model``), through the only members the recorder uses."""
+        return cast(RolloutHost, self.model)
 
     def _on_rollout_start(self) -> None:
-        self.model._begin_rollout()
-        self._records: dict[str, list[np.ndarray]] = {key: [] for key in ("obs", "actions", "true", "seen", "dones", "next")}
-        self._info_keys = self.model._segment_info_keys()
+        host = self.host
+        host._begin_rollout()
+        self._records: dict[str, list[np.ndarray]] = {key: [] for key in ("obs", "actions", "true", "seen", "dones")}
+        self._info_keys = host._segment_info_keys()
         self._extras: dict[str, list[np.ndarray]] = {key: [] for key in self._info_keys}
-        vec_normalize = self.model.get_vec_normalize_env()
-        self._prev_obs = self._encode(vec_normalize.get_original_obs() if vec_normalize is not None else self.model._last_obs)  # type: ignore[arg-type]
-
-    def _encode(self, raw_obs: Union[np.ndarray, dict]) -> np.ndarray:
-        """Flat features of the part of a batch of raw observations the reward model sees."""
-        return cast(FeatureEncoder, self.model._pref_encoder).encode_obs(self.model._reward_observation(raw_obs))
+        vec_normalize = host.get_vec_normalize_env()
+        self._prev_obs = host._reward_features(
+            vec_normalize.get_original_obs() if vec_normalize is not None else host._last_obs
+        )
 
     def _on_step(self) -> bool:
-        encoder = cast(FeatureEncoder, self.model._pref_encoder)  # set up before the first rollout
-        vec_normalize = self.model.get_vec_normalize_env()
+        host = self.host
+        vec_normalize = host.get_vec_normalize_env()
         rewards, dones = self.locals["rewards"], self.locals["dones"]
         true_rewards = vec_normalize.get_original_reward() if vec_normalize is not None else rewards
-        next_obs = self._encode(vec_normalize.get_original_obs() if vec_normalize is not None else self.locals["new_obs"])
+        raw_next = vec_normalize.get_original_obs() if vec_normalize is not None else self.locals["new_obs"]
+        next_obs = host._reward_features(raw_next)
         records = self._records
         records["obs"].append(self._prev_obs)
-        records["actions"].append(encoder.encode_actions(self.locals.get("clipped_actions", self.locals["actions"])))
+        records["actions"].append(host._reward_actions(self.locals.get("clipped_actions", self.locals["actions"])))
         records["true"].append(np.asarray(true_rewards, dtype=np.float32).copy())
         # Copied now: SB3 adds the time-limit bootstrap to this array in place right after the callbacks.
         records["seen"].append(np.asarray(rewards, dtype=np.float32).copy())
-        records["dones"].append(np.asarray(self.model._segment_ends(dones, self.locals["infos"]), dtype=bool).copy())
+        records["dones"].append(np.asarray(host._segment_ends(dones, self.locals["infos"]), dtype=bool).copy())
         for key in self._info_keys:
             self._extras[key].append(
                 np.stack([np.asarray(info[key], dtype=np.float64).ravel() for info in self.locals["infos"]])
             )
-        if self.model._rollout_phase == PHASE_PRETRAIN:
-            reached = next_obs.copy()
-            for env_index in np.flatnonzero(dones):
-                terminal = self.locals["infos"][env_index].get("terminal_observation")
-                if terminal is not None:
-                    terminal = vec_normalize.unnormalize_obs(terminal) if vec_normalize is not None else terminal
-                    reached[env_index] = self._encode(_single(terminal))[0]
-            records["next"].append(reached)
         self._prev_obs = next_obs
         return True
 
@@ -110,4 +126,4 @@ class RolloutRecorder(BaseCallback):
         extras = {key: np.stack(values) for key, values in self._extras.items() if values}
         self._records, self._extras = {}, {}
         if stacked:
-            self.model._finish_rollout(**stacked, extras=extras or None)
+            self.host._finish_rollout(**stacked, extras=extras or None)

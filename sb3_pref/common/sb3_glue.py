@@ -18,15 +18,24 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 
-from sb3_pref.common.checks import check_bool
 from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner, make_teacher
+from sb3_pref.common.options import (
+    ON_POLICY,
+    PREFERENCE_OPTIONS,
+    PreferenceOption,
+    check_option_combinations,
+    check_options,
+    document_options,
+    learner_options,
+    refuse_other_family,
+    takes_options,
+)
 from sb3_pref.common.persistence import PreferencePersistenceMixin
 from sb3_pref.common.phases import PreferencePhasesMixin
 from sb3_pref.common.preprocessing import FeatureEncoder
 from sb3_pref.common.reward_model import RewardModel
-from sb3_pref.common.reward_training import check_schedule
-from sb3_pref.common.rlhf import ReferenceSource, RLHFMixin
+from sb3_pref.common.rlhf import RLHFMixin
 from sb3_pref.common.rollout import (
     PHASE_PREFERENCE,
     PHASE_PRETRAIN,
@@ -34,147 +43,65 @@ from sb3_pref.common.rollout import (
     RolloutRecorder,
     relabel_rollout,
 )
-from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
-from sb3_pref.common.validation import (
-    check_same_reward_model,
-    check_segment_fits,
-    validate_preference_args,
-)
+from sb3_pref.common.teachers import ScriptedTeacher
+from sb3_pref.common.validation import check_same_reward_model, check_segment_fits
 
 
+@document_options(ON_POLICY)
 class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, RLHFMixin):
     """
     Preference-based reward learning for an SB3 on-policy algorithm (``class X(PreferenceRewardMixin, PPO)``).
 
-    :param reward_model: the learned reward; None trains on the env's reward (after optional pretraining)
-    :param reward_model_kwargs: keyword arguments of :class:`~sb3_pref.common.reward_model.RewardModel`
-        without the spaces: the model is then built from the env's spaces in ``_setup_model`` (as SB3
-        builds the policy from ``policy_kwargs``), which config files (RL Zoo's YAML, Optuna) can express
-    :param teacher: who answers queries: a teacher object or a B-Pref preset name; None uses ``reward_model.teacher``
-    :param num_interaction: env steps (summed over envs) between query rounds
-    :param num_feed: accepted for B-Pref compatibility (it had no effect there either)
-    :param feed_type: query selection: 0-5 or a name (uniform, disagreement, entropy, kcenter,
-        kcenter_disagreement, kcenter_entropy)
-    :param re_update: the most reward-model epochs per query round (early stop at 97% training accuracy, B-Pref's)
-    :param metaworld_flag: accepted for B-Pref compatibility; success is logged whenever the env reports it
-    :param max_feed: total feedback budget
-    :param unsuper_step: env steps of state-entropy pretraining (summed over envs)
-    :param unsuper_n_epochs: PPO epochs per update during pretraining; None (default) keeps the algorithm's
-        ``n_epochs``. B-Pref trains 50 epochs on each pretraining rollout (its scripts and grids pass 50): on
-        SB3's usual 10 epochs that makes each pretraining update cost 5 normal ones. Ignored by algorithms
-        without epochs (e.g. A2C)
-    :param unsuper_reset_policy: when pretraining ends, put the policy (and its optimizer) back as it was
-        before pretraining: the pretraining data still feed the first queries, but the policy does not
-        start learning the task from the state-entropy policy's behaviour. False (default) keeps it, as B-Pref
-    :param size_segment: segment length; overrides ``reward_model.size_segment`` when given
-    :param max_ep_len: episode length for the teacher's thresholds; None uses the observed mean
-    :param unsuper_flag: default of ``learn(unsuper_flag=...)``: 1 pretraining then preferences, 2
-        pretraining then the true reward, 0 no pretraining; None: the class's ``default_unsuper_flag``
-        with a reward model (PrefPPO: 1), 0 without one
-    :param normalize_reward: rescale predicted rewards to mean 0 / std 1 on recent transitions after each refit
-    :param anneal_reward_lr: decay the reward model's learning rate linearly to 0 over each round's
-        gradient steps (all of them are run: no early stop)
-    :param segment_capacity: transitions kept for drawing query segments
-    :param entropy_k: k of the k-NN state-entropy reward
-    :param reward_schedule: how much the reward model trains per round: ``"auto"`` (default; passes until
-        the members' loss on held-out labels stops improving, at most ``re_update`` passes) or
-        ``"bpref"`` (B-Pref's: up to ``re_update`` passes over all labels); see
-        :mod:`sb3_pref.common.reward_training`
-    :param reference_policy: RLHF fine-tuning (docs/howto-finetune.md): penalise the learned reward per
-        step by ``kl_coef * (log pi(a|s) - log pi_ref(a|s))`` before GAE. An SB3 policy or model, the
-        path of a saved model, or ``"initial"`` (a frozen copy of the policy when ``learn`` is first
-        called); its weights are saved with this model. None: no penalty
-    :param kl_coef: the KL coefficient (the starting value when ``kl_target`` is set)
-    :param kl_target: adapt ``kl_coef`` towards this mean KL per env step (the RLHF document's
-        controller); None keeps it fixed
-    :param kl_horizon: env steps (summed over envs) of the adaptive controller's horizon
-    :param normalize_reward_before: fit the reward's gain/bias before each refit as well (RLHF ``normalize_before``)
-    :param normalize_reward_samples: what the gain/bias are fitted on: ``"recent"`` transitions, or
-        ``"reference"``: the latest rollout's states with actions drawn from the reference policy
-    :param whiten_reward: divide each rollout's rewards by their std, keeping their mean (after the KL penalty)
-    :param zero_value_head: value head weights and bias at 0 when training starts and whenever it is reset
-    :param anneal_policy_lr: the policy's learning rate decays linearly to 0 over each ``learn`` call
+    Its constructor takes the preference options of :mod:`sb3_pref.common.options` by keyword (the algorithm's
+    own arguments pass through ``args`` and ``kwargs``), checks them all before anything is changed, and stores
+    each under its name.
+
+    (then the preference options, declared in sb3_pref.common.options: see help() or the table of the API page)
     """
 
+    #: the algorithm family: which options it takes and their defaults (see :mod:`sb3_pref.common.options`)
+    option_family: str = ON_POLICY
     #: pretraining default when a reward model is given (B-Pref's PrefPPO pretrains)
     default_unsuper_flag: int = 1
     #: most observations the state-entropy buffer keeps (B-Pref keeps ``unsuper_step``, which is
     #: unbounded); rows of ``obs_dim`` float32, so 100k rows of 24 floats take 9.6 MB
     entropy_capacity: int = 100_000
-    #: arguments that only mean something with a reward model: given without one, they are an error
-    model_only_arguments: tuple[str, ...] = (
-        "teacher", "num_interaction", "feed_type", "re_update", "max_feed", "size_segment",
-        "normalize_reward", "anneal_reward_lr", "segment_capacity",
-    )  # fmt: skip
 
-    def __init__(
-        self,
-        *args: Any,
-        reward_model: Optional[RewardModel] = None,
-        reward_model_kwargs: Optional[dict[str, Any]] = None,
-        teacher: Union[BaseTeacher, str, None] = None,
-        num_interaction: int = 16000,
-        num_feed: int = 1,
-        feed_type: Union[int, str] = 0,
-        re_update: int = 100,
-        metaworld_flag: bool = False,
-        max_feed: int = 1400,
-        unsuper_step: int = 32000,
-        unsuper_n_epochs: Optional[int] = None,
-        unsuper_reset_policy: bool = False,
-        size_segment: Optional[int] = None,
-        max_ep_len: Optional[int] = None,
-        unsuper_flag: Optional[int] = None,
-        normalize_reward: bool = False,
-        anneal_reward_lr: bool = False,
-        segment_capacity: int = 100_000,
-        entropy_k: int = 5,
-        reward_schedule: str = "auto",
-        reference_policy: ReferenceSource = None,
-        kl_coef: float = 0.1,
-        kl_target: Optional[float] = None,
-        kl_horizon: int = 10_000,
-        normalize_reward_before: bool = False,
-        normalize_reward_samples: str = "recent",
-        whiten_reward: bool = False,
-        zero_value_head: bool = False,
-        anneal_policy_lr: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        arguments = locals()
+    # For type checkers: the options stored by __init__ (declared in sb3_pref.common.options).
+    reward_model_kwargs: Optional[dict[str, Any]]
+    teacher: Any
+    num_interaction: int
+    feed_type: Union[int, str]
+    re_update: int
+    max_feed: int
+    unsuper_step: int
+    unsuper_flag: int
+    segment_capacity: int
+    entropy_k: int
+    normalize_reward_samples: str
+
+    @takes_options(ON_POLICY)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        known = self._known_options()
+        given = {option.name: kwargs.pop(option.name) for option in known if option.name in kwargs}
+        refuse_other_family(given, self.option_family, type(self).__name__)
         # Everything is checked before anything is changed: a bad value never reaches the caller's reward model.
-        checked = validate_preference_args(
-            reward_model, teacher, num_interaction, feed_type, re_update, max_feed, unsuper_step, unsuper_n_epochs,
-            size_segment, max_ep_len, unsuper_flag, normalize_reward, anneal_reward_lr, segment_capacity, entropy_k,
-        )  # fmt: skip
-        reward_schedule = check_schedule(reward_schedule, "reward_schedule")
-        self._check_reward_model_arguments(reward_model, reward_model_kwargs, arguments)
-        if unsuper_flag is None:
-            unsuper_flag = self.default_unsuper_flag if reward_model is not None or reward_model_kwargs else 0
+        checked = check_options({**{option.name: option.default_for(self.option_family) for option in known}, **given})
+        check_option_combinations(checked)
+        reward_model, reward_model_kwargs = checked["reward_model"], checked["reward_model_kwargs"]
+        size_segment = checked["size_segment"]
+        self._check_reward_model_arguments(reward_model, reward_model_kwargs, checked)
+        for option in known:
+            if option.stored:
+                setattr(self, option.name, checked[option.name])
+        if self.unsuper_flag is None:
+            self.unsuper_flag = self.default_unsuper_flag if reward_model is not None or reward_model_kwargs else 0
         previous_segment = reward_model.size_segment if reward_model is not None else None
-        if checked["size_segment"] is not None and reward_model is not None:
-            reward_model.size_segment = checked["size_segment"]
-        self.reward_model = reward_model
+        if size_segment is not None and reward_model is not None:
+            reward_model.size_segment = size_segment
         self.reward_model_kwargs = dict(reward_model_kwargs) if reward_model_kwargs else None
         if self.reward_model_kwargs is not None and size_segment is not None:
-            self.reward_model_kwargs["size_segment"] = int(size_segment)
-        self.teacher = teacher
-        self.num_interaction = checked["num_interaction"]
-        self.num_feed = num_feed
-        self.feed_type = feed_type
-        self.re_update = checked["re_update"]
-        self.metaworld_flag = metaworld_flag
-        self.max_feed = checked["max_feed"]
-        self.unsuper_step = checked["unsuper_step"]
-        self.unsuper_n_epochs = checked["unsuper_n_epochs"]
-        self.unsuper_reset_policy = check_bool("unsuper_reset_policy", unsuper_reset_policy)
-        self.max_ep_len = max_ep_len
-        self.unsuper_flag = unsuper_flag
-        self.normalize_reward = normalize_reward
-        self.anneal_reward_lr = anneal_reward_lr
-        self.segment_capacity = checked["segment_capacity"]
-        self.entropy_k = checked["entropy_k"]
-        self.reward_schedule = reward_schedule
+            self.reward_model_kwargs["size_segment"] = size_segment
         # Progress that must survive save/load (plain values, stored in SB3's data file).
         self._num_interactions = 0
         self._unsuper_steps_done = 0
@@ -186,17 +113,7 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
         self._teacher_class: Optional[str] = None
         self.pref_learner: Optional[PreferenceLearner] = None
         self.entropy_reward: Optional[StateEntropyReward] = None
-        self._init_rlhf(
-            reference_policy,
-            kl_coef=kl_coef,
-            kl_target=kl_target,
-            kl_horizon=kl_horizon,
-            normalize_reward_before=normalize_reward_before,
-            normalize_reward_samples=normalize_reward_samples,
-            whiten_reward=whiten_reward,
-            zero_value_head=zero_value_head,
-            anneal_policy_lr=anneal_policy_lr,
-        )
+        self._init_rlhf(checked["reference_policy"])
         try:
             super().__init__(*args, **kwargs)
         except Exception:
@@ -205,14 +122,19 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
                 reward_model.size_segment = previous_segment
             raise
 
+    @classmethod
+    def _known_options(cls) -> tuple[PreferenceOption, ...]:
+        """The options this class takes, and the on-policy ones the shared code reads (at their defaults elsewhere)."""
+        family = cls.option_family
+        return tuple(option for option in PREFERENCE_OPTIONS if ON_POLICY in option.families or family in option.families)
+
     # ------------------------------------------------------------------ set-up
     def _setup_model(self) -> None:
         # load() sets attributes from its keyword arguments without calling __init__: check them again.
-        validate_preference_args(
-            self.reward_model, self.teacher, self.num_interaction, self.feed_type, self.re_update, self.max_feed,
-            self.unsuper_step, self.unsuper_n_epochs, None, self.max_ep_len, self.unsuper_flag, self.normalize_reward,
-            self.anneal_reward_lr, self.segment_capacity, self.entropy_k,
-        )  # fmt: skip
+        stored = {option.name: getattr(self, option.name) for option in self._known_options() if option.stored}
+        check_option_combinations(
+            {**check_options(stored), "size_segment": None, "reference_policy": getattr(self, "reference_source", None)}
+        )
         super()._setup_model()
         self._setup_rlhf()
         # Also on load, where teacher=... may be given to load() as a preset name or an object.
@@ -265,17 +187,9 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
             model,
             n_envs=self.n_envs,
             teacher=teacher,
-            feed_type=self.feed_type,
-            max_feed=self.max_feed,
-            re_update=self.re_update,
-            max_ep_len=self.max_ep_len,
-            segment_capacity=self.segment_capacity,
-            normalize_rewards=self.normalize_reward,
-            anneal_lr=self.anneal_reward_lr,
-            normalize_before=self.normalize_reward_before,
             normalization_sampler=self._reference_features if self.normalize_reward_samples == "reference" else None,
             seed=self.seed,
-            schedule=self.reward_schedule,
+            **learner_options(self),
         )
         if given_at_load:
             # By preset name: our own new object, which continues the saved counters and label stream
@@ -302,13 +216,14 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
                 raise ValueError(f"reward_model_kwargs must not contain {key!r}: the env's spaces are used")
         if reward_model is not None or reward_model_kwargs is not None:
             return
-        # The class's own defaults where it lists them (SAC_REWARD's differ from PrefPPO's, and load()
-        # rebuilds the object with them), the mixin's for a class that passes **kwargs on (RL2).
-        mixin, own = inspect.signature(PreferenceRewardMixin.__init__), inspect.signature(cls.__init__)
-        defaults = {**mixin.parameters, **own.parameters}
+        # The class's own defaults where it lists them (a subclass may change them, and load() rebuilds the
+        # object with them), the declared ones for a class that passes **kwargs on (RL2).
+        own = inspect.signature(cls.__init__).parameters
+        defaults = {option.name: option.default_for(cls.option_family) for option in cls._known_options()}
+        defaults.update({name: parameter.default for name, parameter in own.items() if name in defaults})
         given = [
-            name for name in cls.model_only_arguments
-            if name in arguments and name in defaults and arguments[name] != defaults[name].default
+            option.name for option in cls._known_options()
+            if option.model_only and option.name in arguments and arguments[option.name] != defaults[option.name]
         ]  # fmt: skip
         if given:
             raise ValueError(
@@ -329,6 +244,16 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
     def _reward_observation(self, obs: Union[np.ndarray, dict]) -> Union[np.ndarray, dict]:
         """:param obs: a batch of raw observations; :return: the part that :meth:`_reward_observation_space` describes"""
         return obs
+
+    def _reward_features(self, raw_obs: Union[np.ndarray, dict]) -> np.ndarray:
+        """:param raw_obs: a batch of raw observations; :return: the flat features the reward model sees of them"""
+        assert self._pref_encoder is not None, "the encoder is set up with the reward model or the pretraining"
+        return self._pref_encoder.encode_obs(self._reward_observation(raw_obs))
+
+    def _reward_actions(self, actions: np.ndarray) -> np.ndarray:
+        """:param actions: a batch of env actions; :return: their features as the reward model sees them"""
+        assert self._pref_encoder is not None, "the encoder is set up with the reward model or the pretraining"
+        return self._pref_encoder.encode_actions(actions)
 
     def _segment_ends(self, dones: np.ndarray, infos: list[dict[str, Any]]) -> np.ndarray:
         """Where segments must not cross: episode ends (an algorithm playing several episodes as one may add its own)."""

@@ -3,15 +3,21 @@ Argument checks shared by the preference core and the algorithms that use it.
 
 Every check raises before any training starts, with a message that names the argument, the value
 received and what to pass instead: a wrong type raises ``TypeError``, an impossible value ``ValueError``.
+The ``(name, value) -> value`` checks are those of the preference options (:mod:`sb3_pref.common.options`).
 """
 
 import os
 import zipfile
-from typing import Any, Optional
+from typing import Any, Optional, Union
+
+import numpy as np
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.policies import BasePolicy
 
 from sb3_pref.common.checks import _type_name, check_bool, check_int, check_optional_int, check_positive_float
 from sb3_pref.common.query import resolve_query_method
 from sb3_pref.common.reward_model import RewardModel
+from sb3_pref.common.reward_training import check_schedule
 from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
 
 
@@ -27,58 +33,82 @@ def check_teacher(name: str, teacher: Any) -> None:
     raise TypeError(f"{name} must be a BaseTeacher, a preset name ({presets}) or None, got a {_type_name(teacher)}")
 
 
-def validate_preference_args(
-    reward_model: Any,
-    teacher: Any,
-    num_interaction: Any,
-    feed_type: Any,
-    re_update: Any,
-    max_feed: Any,
-    unsuper_step: Any,
-    unsuper_n_epochs: Any,
-    size_segment: Any,
-    max_ep_len: Any,
-    unsuper_flag: Any,
-    normalize_reward: Any,
-    anneal_reward_lr: Any,
-    segment_capacity: Any,
-    entropy_k: Any,
-) -> dict[str, Any]:
-    """
-    Check the preference arguments of :class:`~sb3_pref.common.sb3_glue.PreferenceRewardMixin`
-    (same names, same meaning) and return them normalised (ints as ``int``, flags as ``bool``,
-    ``feed_type`` as given). Nothing is modified, the reward model included.
+def check_reward_model(name: str, value: Any) -> Optional[RewardModel]:
+    """None or a :class:`RewardModel`."""
+    if value is not None and not isinstance(value, RewardModel):
+        raise ValueError(f"{name} must be a sb3_pref.RewardModel or None, got {_type_name(value)}")
+    return value
 
-    :return: the checked values by argument name
-    """
-    if reward_model is not None and not isinstance(reward_model, RewardModel):
-        raise ValueError(f"reward_model must be a sb3_pref.RewardModel or None, got {_type_name(reward_model)}")
-    check_teacher("teacher", teacher)
-    if unsuper_flag is not None and (isinstance(unsuper_flag, bool) or unsuper_flag not in (0, 1, 2)):
-        raise ValueError(f"unsuper_flag must be 0 (no pretraining), 1 or 2, got {unsuper_flag!r}")
-    resolve_query_method(feed_type)
-    checked = {
-        "num_interaction": check_int("num_interaction", num_interaction, 1, 16000),
-        "re_update": check_int("re_update", re_update, 1, 100),
-        "max_feed": check_int("max_feed", max_feed, 0, 1400),
-        "unsuper_step": check_int("unsuper_step", unsuper_step, 0, 32000),
-        "unsuper_n_epochs": check_optional_int("unsuper_n_epochs", unsuper_n_epochs, 1, 50),
-        "size_segment": check_optional_int("size_segment", size_segment, 1, 50),
-        "max_ep_len": check_optional_int("max_ep_len", max_ep_len, 1, 1000),
-        "segment_capacity": check_int("segment_capacity", segment_capacity, 1, 100_000),
-        "entropy_k": check_int("entropy_k", entropy_k, 1, 5),
-        "normalize_reward": check_bool("normalize_reward", normalize_reward),
-        "anneal_reward_lr": check_bool("anneal_reward_lr", anneal_reward_lr),
-    }
-    size_segment, max_ep_len = checked["size_segment"], checked["max_ep_len"]
-    if size_segment is not None and max_ep_len is not None and size_segment > max_ep_len:
-        raise ValueError(f"size_segment={size_segment} is longer than max_ep_len={max_ep_len}: lower size_segment")
-    if reward_model is not None:
-        # (max_feed against mb_size is checked by the learner, after the spaces: the more basic mistake first.)
-        segment = size_segment if size_segment is not None else reward_model.size_segment
-        if max_ep_len is not None and segment > max_ep_len:
-            raise ValueError(f"reward_model.size_segment={segment} is longer than max_ep_len={max_ep_len}: lower size_segment")
-    return checked
+
+def check_teacher_option(name: str, value: Any) -> Union[BaseTeacher, str, None]:
+    """:func:`check_teacher`, returning the value."""
+    check_teacher(name, value)
+    return value
+
+
+def check_feed_type(name: str, value: Any) -> Union[int, str]:
+    resolve_query_method(value)  # raises for an unknown method; the value is kept as given (0-5 or a name)
+    return value
+
+
+def check_unsuper_flag(name: str, value: Any) -> Optional[int]:
+    """None (the class's default) or 0, 1, 2 (a bool is refused: it would read as 0 or 1)."""
+    if value is not None and (isinstance(value, bool) or value not in (0, 1, 2)):
+        raise ValueError(f"{name} must be 0 (no pretraining), 1 or 2, got {value!r}")
+    return value
+
+
+def check_reference_source(name: str, value: Any) -> Any:
+    """None, ``"initial"``, an SB3 policy or model, or the path of a saved model that exists."""
+    if not (value is None or isinstance(value, (BasePolicy, BaseAlgorithm, os.PathLike, str))):
+        raise ValueError(
+            f"{name} must be None, 'initial', an SB3 policy or model, or the path of a saved model, got {type(value).__name__}"
+        )
+    if isinstance(value, (str, os.PathLike)) and value != "initial":
+        path = os.fspath(value)
+        if not (os.path.isfile(path) or os.path.isfile(path + ".zip")):
+            raise ValueError(f"{name}={path!r} is neither 'initial' nor an existing file: pass the path given to model.save()")
+    return value
+
+
+def check_kl_coef(name: str, value: Any) -> float:
+    """A KL coefficient >= 0, as a float."""
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return float(value)
+
+
+def check_kl_target(name: str, value: Any) -> Optional[float]:
+    """None (fixed coefficient) or a target KL > 0."""
+    if value is not None and value <= 0:
+        raise ValueError(f"{name} must be > 0 nats per step (or None for a fixed kl_coef), got {value}")
+    return value
+
+
+def check_kl_horizon(name: str, value: Any) -> int:
+    """A horizon of at least one env step, as an int."""
+    if value < 1:
+        raise ValueError(f"{name} must be a positive number of env steps, got {value}")
+    return int(value)
+
+
+def check_samples(name: str, value: Any) -> str:
+    """What the reward's gain/bias are fitted on: ``"recent"`` or ``"reference"``."""
+    if value not in ("recent", "reference"):
+        raise ValueError(f"{name} must be 'recent' or 'reference', got {value!r}")
+    return value
+
+
+def check_count(name: str, value: Any, minimum: int) -> int:
+    """An int >= ``minimum`` (numpy ints too), with the off-policy options' message."""
+    if not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_schedule_option(name: str, value: Any) -> str:
+    """One of the reward-training schedules (:func:`~sb3_pref.common.reward_training.check_schedule`)."""
+    return check_schedule(value, name)
 
 
 def episode_step_limits(env: Any) -> list[Optional[int]]:
@@ -167,13 +197,23 @@ def check_saved_model_file(path: Any) -> None:
 __all__ = [
     "ARCHITECTURE_KEYS",
     "check_bool",
+    "check_count",
+    "check_feed_type",
     "check_int",
+    "check_kl_coef",
+    "check_kl_horizon",
+    "check_kl_target",
     "check_optional_int",
     "check_positive_float",
+    "check_reference_source",
+    "check_reward_model",
     "check_same_reward_model",
+    "check_samples",
     "check_saved_model_file",
+    "check_schedule_option",
     "check_segment_fits",
     "check_teacher",
+    "check_teacher_option",
+    "check_unsuper_flag",
     "episode_step_limits",
-    "validate_preference_args",
 ]

@@ -22,6 +22,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 from stable_baselines3.ppo import MlpPolicy
 
 from sb3_pref import PPO_REWARD, RewardModel
+from sb3_pref.common.options import bpref_options
 from sb3_pref.envs import make_benchmark_vec_env
 
 
@@ -156,20 +157,10 @@ def make_prefppo(
         env,
         reward_model=reward_model,
         **ppo_kwargs(args, tensorboard_log, verbose, device),
-        num_interaction=args.re_num_interaction,
-        num_feed=args.re_num_feed,
-        feed_type=args.re_feed_type,
-        re_update=args.re_update,
-        metaworld_flag=args.metaworld,
-        max_feed=args.re_max_feed,
-        unsuper_step=args.unsuper_step,
-        unsuper_n_epochs=args.unsuper_n_epochs,
-        unsuper_reset_policy=getattr(args, "unsuper_reset_policy", False),
-        size_segment=args.re_segment,
-        max_ep_len=args.max_ep_len,
+        # The preference options B-Pref's flags set (each option's flag is declared with it); without a
+        # --re-schedule flag, B-Pref's exact training schedule, so published comparisons stay possible.
+        **{"reward_schedule": "bpref", **bpref_options(args)},
         unsuper_flag=1,
-        # B-Pref's exact training schedule, so published comparisons stay possible.
-        reward_schedule=getattr(args, "re_schedule", "bpref"),
     )
 
 
@@ -200,10 +191,7 @@ def make_ppo(
         MlpPolicy,
         env,
         **ppo_kwargs(args, tensorboard_log, verbose, device),
-        unsuper_step=args.unsuper_step,
-        unsuper_n_epochs=args.unsuper_n_epochs,
-        unsuper_reset_policy=getattr(args, "unsuper_reset_policy", False),
-        max_ep_len=args.max_ep_len,
+        **bpref_options(args, model=False),
         unsuper_flag=2,
     )
 

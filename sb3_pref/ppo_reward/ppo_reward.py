@@ -9,6 +9,7 @@ from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 
+from sb3_pref.common.options import ON_POLICY, document_options, passed_on
 from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.rlhf import ReferenceSource
 from sb3_pref.common.sb3_glue import PreferenceRewardMixin
@@ -39,6 +40,7 @@ def accept_reward_model_first(init: _Init) -> _Init:
     return wrapper  # type: ignore[return-value]
 
 
+@document_options(ON_POLICY)
 class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, kept so its scripts run unchanged
     """
     Proximal Policy Optimization on a learned reward (PrefPPO, from the B-Pref benchmark).
@@ -83,40 +85,7 @@ class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, 
     :param seed: as in PPO; also seeds an unseeded reward model and scripted teacher
     :param device: as in PPO (the policy's device; the reward model has its own ``device``)
     :param _init_setup_model: as in PPO
-    :param reward_model: the learned reward (see :class:`~sb3_pref.common.sb3_glue.PreferenceRewardMixin`
-        for this and every following parameter)
-    :param reward_model_kwargs: keyword arguments of :class:`~sb3_pref.common.reward_model.RewardModel`
-        (without the spaces), to build it from the env's spaces: the config-file form of ``reward_model``
-    :param teacher: who answers queries
-    :param num_interaction: env steps between query rounds
-    :param num_feed: accepted for B-Pref compatibility
-    :param feed_type: query selection method
-    :param re_update: the most reward-model epochs per query round
-    :param metaworld_flag: accepted for B-Pref compatibility
-    :param max_feed: total feedback budget
-    :param unsuper_step: env steps of state-entropy pretraining
-    :param unsuper_n_epochs: PPO epochs per update during pretraining; None keeps ``n_epochs`` (B-Pref: 50)
-    :param unsuper_reset_policy: when pretraining ends, restore the policy it started from (its data still
-        feed the first queries)
-    :param size_segment: segment length
-    :param max_ep_len: episode length for the teacher's thresholds
-    :param unsuper_flag: default of ``learn(unsuper_flag=...)``
-    :param normalize_reward: rescale predicted rewards after each refit
-    :param anneal_reward_lr: decay the reward model's learning rate within each round
-    :param segment_capacity: transitions kept for drawing query segments
-    :param entropy_k: k of the k-NN state-entropy reward
-    :param reward_schedule: how long each round trains the reward model: ``"auto"`` or ``"bpref"``
-    :param reference_policy: RLHF fine-tuning: the policy the per-step KL penalty pulls towards
-        (an SB3 policy or model, a saved model's path, or ``"initial"``)
-    :param kl_coef: the KL penalty's coefficient (its start value when ``kl_target`` is set)
-    :param kl_target: adapt ``kl_coef`` towards this mean KL per env step; None keeps it fixed
-    :param kl_horizon: env steps of the adaptive KL controller's horizon
-    :param normalize_reward_before: fit the reward's gain/bias before each refit as well
-    :param normalize_reward_samples: what the gain/bias are fitted on: ``"recent"`` transitions
-        or ``"reference"`` policy samples
-    :param whiten_reward: divide each rollout's rewards by their std, keeping their mean
-    :param zero_value_head: value head initialised to zero
-    :param anneal_policy_lr: the policy's learning rate decays linearly to 0 over each ``learn`` call
+    (then the preference options, declared in sb3_pref.common.options: see help() or the table of the API page)
     :param value_loss: ``"sb3"``: SB3's value loss (``mean((V - R)^2)``, of the clipped prediction when
         ``clip_range_vf`` is set), SB3's update unchanged; ``"clipped_max"``: the RLHF document's
         ``0.5 * mean(max((V - R)^2, (V_clipped - R)^2))`` with
@@ -154,7 +123,7 @@ class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, 
         seed: Optional[int] = None,
         device: Union[th.device, str] = "auto",
         _init_setup_model: bool = True,
-        # PreferenceRewardMixin's arguments, in its order.
+        # The preference options, as declared in sb3_pref.common.options (tests/test_options.py compares them).
         reward_model: Optional[RewardModel] = None,
         reward_model_kwargs: Optional[dict[str, Any]] = None,
         teacher: Union[BaseTeacher, str, None] = None,
@@ -184,68 +153,15 @@ class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, 
         whiten_reward: bool = False,
         zero_value_head: bool = False,
         anneal_policy_lr: bool = False,
+        n_eval_pairs: int = 256,
         # PPO_REWARD's own: the update's value loss.
         value_loss: str = "sb3",
     ) -> None:
+        arguments = dict(locals())
         check_value_loss(value_loss, clip_range_vf)
         self.value_loss = value_loss
-        super().__init__(
-            policy,
-            env,
-            learning_rate=learning_rate,
-            n_steps=n_steps,
-            batch_size=batch_size,
-            n_epochs=n_epochs,
-            gamma=gamma,
-            gae_lambda=gae_lambda,
-            clip_range=clip_range,
-            clip_range_vf=clip_range_vf,
-            normalize_advantage=normalize_advantage,
-            ent_coef=ent_coef,
-            vf_coef=vf_coef,
-            max_grad_norm=max_grad_norm,
-            use_sde=use_sde,
-            sde_sample_freq=sde_sample_freq,
-            rollout_buffer_class=rollout_buffer_class,
-            rollout_buffer_kwargs=rollout_buffer_kwargs,
-            target_kl=target_kl,
-            stats_window_size=stats_window_size,
-            tensorboard_log=tensorboard_log,
-            policy_kwargs=policy_kwargs,
-            verbose=verbose,
-            seed=seed,
-            device=device,
-            _init_setup_model=_init_setup_model,
-            reward_model=reward_model,
-            reward_model_kwargs=reward_model_kwargs,
-            teacher=teacher,
-            num_interaction=num_interaction,
-            num_feed=num_feed,
-            feed_type=feed_type,
-            re_update=re_update,
-            metaworld_flag=metaworld_flag,
-            max_feed=max_feed,
-            unsuper_step=unsuper_step,
-            unsuper_n_epochs=unsuper_n_epochs,
-            unsuper_reset_policy=unsuper_reset_policy,
-            size_segment=size_segment,
-            max_ep_len=max_ep_len,
-            unsuper_flag=unsuper_flag,
-            normalize_reward=normalize_reward,
-            anneal_reward_lr=anneal_reward_lr,
-            segment_capacity=segment_capacity,
-            entropy_k=entropy_k,
-            reward_schedule=reward_schedule,
-            reference_policy=reference_policy,
-            kl_coef=kl_coef,
-            kl_target=kl_target,
-            kl_horizon=kl_horizon,
-            normalize_reward_before=normalize_reward_before,
-            normalize_reward_samples=normalize_reward_samples,
-            whiten_reward=whiten_reward,
-            zero_value_head=zero_value_head,
-            anneal_policy_lr=anneal_policy_lr,
-        )
+        # PPO's arguments go to PPO, the preference options to PreferenceRewardMixin, all by name.
+        super().__init__(**passed_on(arguments, "value_loss"))
 
     def learn(
         self: SelfPPOReward,

@@ -14,6 +14,7 @@ from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.common.learner import PreferenceLearner
+from sb3_pref.common.options import ON_POLICY, document_options
 from sb3_pref.common.preprocessing import FeatureEncoder
 from sb3_pref.common.rollout import PHASE_PREFERENCE, PHASE_PRETRAIN
 from sb3_pref.common.sb3_glue import PreferenceRewardMixin
@@ -37,6 +38,7 @@ from sb3_pref.rl2.reward_slot import LearnedRewardObservation
 SelfRL2 = TypeVar("SelfRL2", bound="RL2")
 
 
+@document_options(ON_POLICY)
 class RL2(PreferenceRewardMixin, RecurrentPPO):
     """
     RL^2: a recurrent policy trained with PPO on trials of several episodes of one task, so that
@@ -62,7 +64,10 @@ class RL2(PreferenceRewardMixin, RecurrentPPO):
     :param policy: the policy model (``"MlpLstmPolicy"``, ``"MlpGruPolicy"``, ... or a class)
     :param env: the environment to learn from, usually trial-wrapped; a warning is issued otherwise
     :param kwargs: every other argument of ``RecurrentPPO`` (``learning_rate``, ``n_steps``,
-        ``batch_size``, ``gamma``, ``gae_lambda``, ``ent_coef``, ``policy_kwargs``, ``seed``, ...)
+        ``batch_size``, ``gamma``, ``gae_lambda``, ``ent_coef``, ``policy_kwargs``, ``seed``, ...), and the
+        preference options below (``unsuper_flag`` defaults to 0 here: no pretraining)
+
+    (then the preference options, declared in sb3_pref.common.options: see help() or the table of the API page)
     """
 
     policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {

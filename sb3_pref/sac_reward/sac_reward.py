@@ -13,6 +13,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from stable_baselines3.sac.policies import SACPolicy
 
 from sb3_pref.common.offpolicy import OffPolicyPreferenceMixin
+from sb3_pref.common.options import OFF_POLICY, document_options, passed_on
 from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.teachers import BaseTeacher
 
@@ -29,6 +30,7 @@ def _check_action_space(env: Union[GymEnv, str, None]) -> None:
 
 
 # The mixins are typed against OnPolicyAlgorithm (their usual host), hence the ignore: SAC's members win at run time.
+@document_options(OFF_POLICY)
 class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # type: ignore[misc]  # B-Pref-style name, beside PPO_REWARD
     """
     Soft Actor-Critic on a learned reward: PEBBLE, B-Pref's off-policy preference learner.
@@ -49,32 +51,32 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # type: ignore[misc]  # B-Pref
     :param policy: the policy model (``"MlpPolicy"``, ...), or the reward model in B-Pref's order
     :param env: the environment, or the policy in B-Pref's order
     :param learning_rate: as SAC (in B-Pref's order: the env)
-    :param reward_model: the learned reward; None trains on the env's reward (after optional pretraining)
-    :param reward_model_kwargs: :class:`~sb3_pref.common.reward_model.RewardModel` arguments without the
-        spaces, for config files: the model is built from the env's spaces
-    :param teacher: who answers queries: a teacher object or a B-Pref preset name; None uses ``reward_model.teacher``
-    :param num_interaction: env steps (summed over envs) between query rounds
-    :param num_feed: accepted for B-Pref compatibility (no effect)
-    :param feed_type: query selection, 0-5 or a name (see :data:`~sb3_pref.QUERY_METHODS`)
-    :param re_update: the most reward-model epochs per round (early stop at 97% training accuracy)
-    :param metaworld_flag: accepted for B-Pref compatibility; success is logged whenever the env reports it
-    :param max_feed: total feedback budget
-    :param unsuper_step: env steps of state-entropy pretraining after the ``learning_starts`` seed steps
-    :param size_segment: segment length; overrides ``reward_model.size_segment`` when given
-    :param max_ep_len: episode length for the teacher's thresholds; None uses the observed mean
-    :param unsuper_flag: default of ``learn(unsuper_flag=...)``: 1 pretraining then preferences, 2
-        pretraining then the true reward, 0 none; None: 1 with a reward model, 0 without
-    :param normalize_reward: rescale predictions to mean 0 / std 1 on recent transitions after each refit
-    :param anneal_reward_lr: decay the reward model's learning rate linearly to 0 within each round
-    :param segment_capacity: transitions kept for drawing query segments
-    :param entropy_k: k of the k-NN state-entropy reward
-    :param reset_update: extra gradient steps right after the critic reset
-    :param relabel_chunk_size: transitions per reward-model pass when relabelling the replay buffer
-    :param reward_schedule: how much the reward model trains per round, ``"auto"`` or ``"bpref"``
-        (see :class:`~sb3_pref.PPO_REWARD`)
-    :param normalize_reward_before: fit the reward's gain/bias on recent transitions before each refit as well
-    :param anneal_policy_lr: the actor's, critic's and entropy coefficient's learning rate decays linearly
-        to 0 over each ``learn`` call
+    :param buffer_size: as in SAC
+    :param learning_starts: as in SAC
+    :param batch_size: as in SAC
+    :param tau: as in SAC
+    :param gamma: as in SAC
+    :param train_freq: as in SAC
+    :param gradient_steps: as in SAC
+    :param action_noise: as in SAC
+    :param replay_buffer_class: as in SAC
+    :param replay_buffer_kwargs: as in SAC
+    :param optimize_memory_usage: as in SAC
+    :param n_steps: as in SAC
+    :param ent_coef: as in SAC
+    :param target_update_interval: as in SAC
+    :param target_entropy: as in SAC
+    :param use_sde: as in SAC
+    :param sde_sample_freq: as in SAC
+    :param use_sde_at_warmup: as in SAC
+    :param stats_window_size: as in SAC
+    :param tensorboard_log: as in SAC
+    :param policy_kwargs: as in SAC
+    :param verbose: as in SAC
+    :param seed: as in SAC
+    :param device: as in SAC
+    (then the preference options, declared in sb3_pref.common.options: see help() or the table of the API page)
+    :param _init_setup_model: as in SAC
 
     PPO_REWARD's other RLHF options (``reference_policy``, the KL penalty, ``whiten_reward``,
     ``zero_value_head``) act on an on-policy rollout and its value head; SAC_REWARD does not take them.
@@ -109,6 +111,7 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # type: ignore[misc]  # B-Pref
         verbose: int = 0,
         seed: Optional[int] = None,
         device: Union[th.device, str] = "auto",
+        # The preference options, as declared in sb3_pref.common.options (tests/test_options.py compares them).
         reward_model: Optional[RewardModel] = None,
         reward_model_kwargs: Optional[dict[str, Any]] = None,
         teacher: Union[BaseTeacher, str, None] = None,
@@ -131,6 +134,7 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # type: ignore[misc]  # B-Pref
         reward_schedule: str = "auto",
         normalize_reward_before: bool = False,
         anneal_policy_lr: bool = False,
+        n_eval_pairs: int = 256,
         _init_setup_model: bool = True,
     ) -> None:
         if isinstance(policy, RewardModel):
@@ -144,58 +148,8 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # type: ignore[misc]  # B-Pref
             # SB3 would make the env inside; make it here to check its action space first.
             env = gym.make(env)
             _check_action_space(env)
-        super().__init__(
-            policy,
-            env,
-            learning_rate=learning_rate,
-            buffer_size=buffer_size,
-            learning_starts=learning_starts,
-            batch_size=batch_size,
-            tau=tau,
-            gamma=gamma,
-            train_freq=train_freq,
-            gradient_steps=gradient_steps,
-            action_noise=action_noise,
-            replay_buffer_class=replay_buffer_class,
-            replay_buffer_kwargs=replay_buffer_kwargs,
-            optimize_memory_usage=optimize_memory_usage,
-            n_steps=n_steps,
-            ent_coef=ent_coef,
-            target_update_interval=target_update_interval,
-            target_entropy=target_entropy,
-            use_sde=use_sde,
-            sde_sample_freq=sde_sample_freq,
-            use_sde_at_warmup=use_sde_at_warmup,
-            stats_window_size=stats_window_size,
-            tensorboard_log=tensorboard_log,
-            policy_kwargs=policy_kwargs,
-            verbose=verbose,
-            seed=seed,
-            device=device,
-            reward_model=reward_model,
-            reward_model_kwargs=reward_model_kwargs,
-            teacher=teacher,
-            num_interaction=num_interaction,
-            num_feed=num_feed,
-            feed_type=feed_type,
-            re_update=re_update,
-            metaworld_flag=metaworld_flag,
-            max_feed=max_feed,
-            unsuper_step=unsuper_step,
-            size_segment=size_segment,
-            max_ep_len=max_ep_len,
-            unsuper_flag=unsuper_flag,
-            normalize_reward=normalize_reward,
-            anneal_reward_lr=anneal_reward_lr,
-            segment_capacity=segment_capacity,
-            entropy_k=entropy_k,
-            reset_update=reset_update,
-            relabel_chunk_size=relabel_chunk_size,
-            reward_schedule=reward_schedule,
-            normalize_reward_before=normalize_reward_before,
-            anneal_policy_lr=anneal_policy_lr,
-            _init_setup_model=_init_setup_model,
-        )
+        # SAC's arguments go to SAC, the preference options to OffPolicyPreferenceMixin, all by name.
+        super().__init__(**passed_on(locals()))
 
     def learn(
         self: SelfSACReward,

@@ -1,0 +1,376 @@
+"""
+The preference options of ``PPO_REWARD``, ``SAC_REWARD`` and ``RL2``, each declared once: name, type, default,
+check and documentation line. Everything else is derived from :data:`PREFERENCE_OPTIONS`:
+
+- the checks run on construction and again on ``load`` (:func:`check_options`, :func:`check_option_combinations`);
+- the attributes the algorithm stores them in (saved with SB3's data, so they survive ``save``/``load``);
+- the ``:param`` lines of the algorithms' docstrings (:func:`document_options`);
+- the arguments handed to :class:`~sb3_pref.common.learner.PreferenceLearner` (``learner_arg``);
+- the options an off-policy algorithm refuses, and those that only mean something with a reward model;
+- which B-Pref flags ``sb3_pref.experiments.bpref`` passes on (:func:`bpref_options`).
+
+The algorithms keep explicit SB3-style signatures (read by users, IDEs and type checkers); ``tests/test_options.py``
+checks that their names, types and defaults are the ones declared here.
+
+Adding an option: declare it below, add it to the signature of each algorithm family it applies to
+(``PPO_REWARD`` for on-policy, ``SAC_REWARD`` for off-policy), and use ``self.<name>`` where it acts (or give it a
+``learner_arg``, and the learner receives it).
+"""
+
+import inspect
+import textwrap
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable, Optional, TypeVar, Union
+
+from sb3_pref.common.checks import check_bool, check_int, check_optional_int
+from sb3_pref.common.reference_kl import ReferenceSource
+from sb3_pref.common.reward_model import RewardModel
+from sb3_pref.common.teachers import BaseTeacher
+from sb3_pref.common.validation import (
+    check_count,
+    check_feed_type,
+    check_kl_coef,
+    check_kl_horizon,
+    check_kl_target,
+    check_reference_source,
+    check_reward_model,
+    check_samples,
+    check_schedule_option,
+    check_teacher_option,
+    check_unsuper_flag,
+)
+
+#: The algorithm families: an on-policy rollout (PPO_REWARD, RL2, A2C-style classes) or a replay buffer (SAC_REWARD).
+ON_POLICY = "on_policy"
+OFF_POLICY = "off_policy"
+BOTH = (ON_POLICY, OFF_POLICY)
+
+#: Where an algorithm's docstring lists its preference options (replaced by :func:`document_options`).
+DOCS_MARKER = "(then the preference options, declared in sb3_pref.common.options: see help() or the table of the API page)"
+
+Check = Callable[[str, Any], Any]
+_Class = TypeVar("_Class", bound=type)
+_Function = TypeVar("_Function", bound=Callable[..., None])
+
+
+def as_given(name: str, value: Any) -> Any:
+    """No check: the value is stored as given."""
+    return value
+
+
+@dataclass(frozen=True)
+class PreferenceOption:
+    """
+    One constructor argument of the preference algorithms.
+
+    :param name: the argument's name, also the attribute it is stored in
+    :param annotation: its type, as the signatures write it
+    :param default: its default (on-policy algorithms, and off-policy ones unless ``off_policy_default`` is set)
+    :param doc: its ``:param`` line
+    :param check: ``(name, value) -> value``: raises for a bad value, returns it normalised (ints as ``int``, ...)
+    :param families: the algorithm families whose signature has it; an off-policy algorithm refuses the others
+        when given a value other than their default
+    :param off_policy_default: the off-policy default where it differs (B-Pref's PEBBLE settings)
+    :param model_only: only means something with a reward model: given without one, it is an error
+    :param stored: kept as an attribute of that name (False: consumed by the set-up, e.g. ``size_segment``)
+    :param learner_arg: the :class:`~sb3_pref.common.learner.PreferenceLearner` argument it is handed to
+    :param bpref_flag: the B-Pref flag (``sb3_pref.experiments.flags``) that sets it in a B-Pref run
+    """
+
+    name: str
+    annotation: Any
+    default: Any
+    doc: str
+    check: Check = as_given
+    families: tuple[str, ...] = BOTH
+    off_policy_default: Any = inspect.Parameter.empty
+    model_only: bool = False
+    stored: bool = True
+    learner_arg: Optional[str] = None
+    bpref_flag: Optional[str] = None
+
+    def default_for(self, family: str) -> Any:
+        """:param family: ``ON_POLICY`` or ``OFF_POLICY``; :return: the default in that family's signature"""
+        if family == OFF_POLICY and self.off_policy_default is not inspect.Parameter.empty:
+            return self.off_policy_default
+        return self.default
+
+
+def _int(minimum: int, example: int) -> Check:
+    return partial(check_int, minimum=minimum, example=example)
+
+
+def _optional_int(minimum: int, example: int) -> Check:
+    return partial(check_optional_int, minimum=minimum, example=example)
+
+
+Option = PreferenceOption
+# fmt: off
+PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
+    Option("reward_model", Optional[RewardModel], None, check=check_reward_model,
+           doc="the learned reward; None trains on the env's reward (after optional pretraining)"),
+    Option("reward_model_kwargs", Optional[dict[str, Any]], None,
+           doc="keyword arguments of :class:`~sb3_pref.common.reward_model.RewardModel` without the spaces: the model "
+               "is then built from the env's spaces (as SB3 builds the policy from ``policy_kwargs``), which config "
+               "files (RL Zoo's YAML, Optuna) can express"),
+    Option("teacher", Union[BaseTeacher, str, None], None, check=check_teacher_option, model_only=True,
+           doc="who answers queries: a teacher object or a B-Pref preset name; None uses ``reward_model.teacher``"),
+    Option("num_interaction", int, 16000, check=_int(1, 16000), off_policy_default=5000, model_only=True,
+           bpref_flag="re_num_interaction", doc="env steps (summed over envs) between query rounds"),
+    Option("num_feed", int, 1, bpref_flag="re_num_feed",
+           doc="accepted for B-Pref compatibility (it had no effect there either)"),
+    Option("feed_type", Union[int, str], 0, check=check_feed_type, model_only=True, learner_arg="feed_type",
+           bpref_flag="re_feed_type",
+           doc="query selection: 0-5 or a name (uniform, disagreement, entropy, kcenter, kcenter_disagreement, "
+               "kcenter_entropy; see :data:`~sb3_pref.QUERY_METHODS`)"),
+    Option("re_update", int, 100, check=_int(1, 100), off_policy_default=200, model_only=True, learner_arg="re_update",
+           bpref_flag="re_update",
+           doc="the most reward-model epochs per query round (early stop at 97% training accuracy, B-Pref's)"),
+    Option("metaworld_flag", bool, False, bpref_flag="metaworld",
+           doc="accepted for B-Pref compatibility; success is logged whenever the env reports it"),
+    Option("max_feed", int, 1400, check=_int(0, 1400), model_only=True, learner_arg="max_feed", bpref_flag="re_max_feed",
+           doc="total feedback budget"),
+    Option("unsuper_step", int, 32000, check=_int(0, 32000), off_policy_default=9000, bpref_flag="unsuper_step",
+           doc="env steps of state-entropy pretraining (summed over envs); off-policy, after the ``learning_starts`` "
+               "seed steps"),
+    Option("unsuper_n_epochs", Optional[int], None, check=_optional_int(1, 50), families=(ON_POLICY,),
+           bpref_flag="unsuper_n_epochs",
+           doc="PPO epochs per update during pretraining; None keeps the algorithm's ``n_epochs``. B-Pref trains 50 "
+               "epochs on each pretraining rollout (its scripts and grids pass 50): on SB3's usual 10 epochs that "
+               "makes each pretraining update cost 5 normal ones. Ignored by algorithms without epochs (e.g. A2C)"),
+    Option("unsuper_reset_policy", bool, False, check=check_bool, families=(ON_POLICY,),
+           bpref_flag="unsuper_reset_policy",
+           doc="when pretraining ends, put the policy (and its optimizer) back as it was before pretraining: the "
+               "pretraining data still feed the first queries, but the policy does not start learning the task from "
+               "the state-entropy policy's behaviour. False (default) keeps it, as B-Pref"),
+    Option("size_segment", Optional[int], None, check=_optional_int(1, 50), model_only=True, stored=False,
+           bpref_flag="re_segment", doc="segment length; overrides ``reward_model.size_segment`` when given"),
+    Option("max_ep_len", Optional[int], None, check=_optional_int(1, 1000), learner_arg="max_ep_len",
+           bpref_flag="max_ep_len", doc="episode length for the teacher's thresholds; None uses the observed mean"),
+    Option("unsuper_flag", Optional[int], None, check=check_unsuper_flag,
+           doc="default of ``learn(unsuper_flag=...)``: 1 pretraining then preferences, 2 pretraining then the true "
+               "reward, 0 no pretraining; None: the class's ``default_unsuper_flag`` with a reward model (PrefPPO and "
+               "PEBBLE: 1, RL2: 0), 0 without one"),
+    Option("normalize_reward", bool, False, check=check_bool, model_only=True, learner_arg="normalize_rewards",
+           doc="rescale predicted rewards to mean 0 / std 1 on recent transitions after each refit"),
+    Option("anneal_reward_lr", bool, False, check=check_bool, model_only=True, learner_arg="anneal_lr",
+           doc="decay the reward model's learning rate linearly to 0 over each round's gradient steps (all of them "
+               "are run: no early stop)"),
+    Option("segment_capacity", int, 100_000, check=_int(1, 100_000), model_only=True, learner_arg="segment_capacity",
+           doc="transitions kept for drawing query segments"),
+    Option("entropy_k", int, 5, check=_int(1, 5), doc="k of the k-NN state-entropy reward"),
+    Option("reward_schedule", str, "auto", check=check_schedule_option, learner_arg="schedule", bpref_flag="re_schedule",
+           doc="how much the reward model trains per round: ``\"auto\"`` (default; passes until the members' loss "
+               "on held-out labels stops improving, at most ``re_update`` passes) or ``\"bpref\"`` (B-Pref's: up to "
+               "``re_update`` passes over all labels); see :mod:`sb3_pref.common.reward_training`"),
+    Option("reference_policy", ReferenceSource, None, check=check_reference_source, families=(ON_POLICY,),
+           stored=False,
+           doc="RLHF fine-tuning (docs/howto-finetune.md): penalise the learned reward per step by ``kl_coef * "
+               "(log pi(a|s) - log pi_ref(a|s))`` before GAE. An SB3 policy or model, the path of a saved model, or "
+               "``\"initial\"`` (a frozen copy of the policy when ``learn`` is first called); its weights are saved "
+               "with this model. None: no penalty"),
+    Option("kl_coef", float, 0.1, check=check_kl_coef, families=(ON_POLICY,),
+           doc="the KL coefficient (the starting value when ``kl_target`` is set)"),
+    Option("kl_target", Optional[float], None, check=check_kl_target, families=(ON_POLICY,),
+           doc="adapt ``kl_coef`` towards this mean KL per env step (the RLHF document's controller); None keeps it "
+               "fixed"),
+    Option("kl_horizon", int, 10_000, check=check_kl_horizon, families=(ON_POLICY,),
+           doc="env steps (summed over envs) of the adaptive controller's horizon"),
+    Option("normalize_reward_before", bool, False, learner_arg="normalize_before",
+           doc="fit the reward's gain/bias before each refit as well (RLHF ``normalize_before``)"),
+    Option("normalize_reward_samples", str, "recent", check=check_samples, families=(ON_POLICY,),
+           doc="what the gain/bias are fitted on: ``\"recent\"`` transitions, or ``\"reference\"``: the latest "
+               "rollout's states with actions drawn from the reference policy"),
+    Option("whiten_reward", bool, False, families=(ON_POLICY,),
+           doc="divide each rollout's rewards by their std, keeping their mean (after the KL penalty)"),
+    Option("zero_value_head", bool, False, families=(ON_POLICY,),
+           doc="value head weights and bias at 0 when training starts and whenever it is reset"),
+    Option("anneal_policy_lr", bool, False,
+           doc="the policy's learning rate (off-policy: the actor's, critic's and entropy coefficient's) decays "
+               "linearly to 0 over each ``learn`` call"),
+    Option("n_eval_pairs", int, 256, check=_int(0, 256), learner_arg="n_eval_pairs",
+           doc="fresh segment pairs on which each round measures the reward model's agreement with a perfectly "
+               "rational teacher (``reward/true_pref_accuracy``); more measure it more precisely, 0 skips it (it "
+               "costs a reward-model pass over the pairs, drawn with the learner's generator)"),
+    Option("reset_update", int, 100, check=partial(check_count, minimum=0), families=(OFF_POLICY,),
+           doc="extra gradient steps right after the critic reset that ends pretraining (B-Pref: 100)"),
+    Option("relabel_chunk_size", int, 16384, check=partial(check_count, minimum=1), families=(OFF_POLICY,),
+           doc="transitions per reward-model pass when relabelling the replay buffer"),
+)
+# fmt: on
+OPTIONS_BY_NAME: dict[str, PreferenceOption] = {option.name: option for option in PREFERENCE_OPTIONS}
+
+
+def options_of(family: str) -> tuple[PreferenceOption, ...]:
+    """:param family: ``ON_POLICY`` or ``OFF_POLICY``; :return: the options its algorithms take, in declaration order"""
+    return tuple(option for option in PREFERENCE_OPTIONS if family in option.families)
+
+
+def option_defaults(family: str) -> dict[str, Any]:
+    """Every declared option's default for ``family`` (also those it does not take: the attributes exist in both)."""
+    return {option.name: option.default_for(family) for option in PREFERENCE_OPTIONS}
+
+
+def check_options(values: Mapping[str, Any]) -> dict[str, Any]:
+    """
+    Check each given option on its own, before anything is changed.
+
+    :param values: option values by name (declared names only; others are ignored)
+    :return: the checked, normalised values by name
+    """
+    return {
+        option.name: option.check(option.name, values[option.name]) for option in PREFERENCE_OPTIONS if option.name in values
+    }
+
+
+def check_option_combinations(values: Mapping[str, Any]) -> None:
+    """
+    The checks between options (after :func:`check_options`): segment length against episode length, and the
+    reference samples against the reference policy.
+
+    :param values: every option's checked value by name
+    """
+    size_segment, max_ep_len, reward_model = values["size_segment"], values["max_ep_len"], values["reward_model"]
+    if size_segment is not None and max_ep_len is not None and size_segment > max_ep_len:
+        raise ValueError(f"size_segment={size_segment} is longer than max_ep_len={max_ep_len}: lower size_segment")
+    if reward_model is not None:
+        # (max_feed against mb_size is checked by the learner, after the spaces: the more basic mistake first.)
+        segment = size_segment if size_segment is not None else reward_model.size_segment
+        if max_ep_len is not None and segment > max_ep_len:
+            raise ValueError(f"reward_model.size_segment={segment} is longer than max_ep_len={max_ep_len}: lower size_segment")
+    if values["normalize_reward_samples"] == "reference" and values["reference_policy"] is None:
+        raise ValueError("normalize_reward_samples='reference' needs a reference_policy (e.g. reference_policy='initial')")
+
+
+def refuse_other_family(values: Mapping[str, Any], family: str, algorithm: str) -> None:
+    """
+    An option of the other family given with a value other than its default is refused, not silently ignored
+    (an off-policy algorithm reads the on-policy options at their defaults).
+
+    :param values: the given option values by name
+    :param family: the algorithm's family
+    :param algorithm: the algorithm's class name, for the message
+    """
+    for option in PREFERENCE_OPTIONS:
+        if family in option.families or option.name not in values:
+            continue
+        value = values[option.name]
+        if value is not option.default and value != option.default:
+            kind, other = ("an on-policy", "PPO_REWARD") if ON_POLICY in option.families else ("an off-policy", "SAC_REWARD")
+            raise ValueError(
+                f"{option.name}={value!r} is {kind} option (it acts on a rollout's KL penalty, whitening, value head "
+                f"or epochs, or on a replay buffer) that {algorithm} does not support: leave it at {option.default!r}, "
+                f"or use {other}"
+            )
+
+
+def learner_options(algorithm: Any) -> dict[str, Any]:
+    """:param algorithm: an algorithm holding the options; :return: the :class:`PreferenceLearner` arguments they set"""
+    return {option.learner_arg: getattr(algorithm, option.name) for option in PREFERENCE_OPTIONS if option.learner_arg}
+
+
+def bpref_options(flags: Any, model: bool = True) -> dict[str, Any]:
+    """
+    The options a B-Pref run sets from its flags (a flag the namespace lacks leaves the option's default).
+
+    :param flags: the parsed B-Pref flags (``argparse.Namespace``)
+    :param model: with a reward model; False leaves out the options that need one
+    :return: option values by name
+    """
+    return {
+        option.name: getattr(flags, option.bpref_flag)
+        for option in PREFERENCE_OPTIONS
+        if option.bpref_flag is not None and hasattr(flags, option.bpref_flag) and (model or not option.model_only)
+    }
+
+
+def options_signature(family: str) -> inspect.Signature:
+    """``(self, *args, <the family's options, keyword-only>, **kwargs)``: what ``help`` shows of a mixin's ``__init__``."""
+    kinds = inspect.Parameter
+    parameters = [
+        kinds("self", kinds.POSITIONAL_OR_KEYWORD),
+        kinds("args", kinds.VAR_POSITIONAL, annotation=Any),
+        *(
+            kinds(option.name, kinds.KEYWORD_ONLY, default=option.default_for(family), annotation=option.annotation)
+            for option in options_of(family)
+        ),
+        kinds("kwargs", kinds.VAR_KEYWORD, annotation=Any),
+    ]
+    return inspect.Signature(parameters, return_annotation=None)
+
+
+def takes_options(family: str) -> Callable[[_Function], _Function]:
+    """
+    A decorator for a mixin's ``__init__(self, *args, **kwargs)``: ``help`` and ``inspect.signature`` show the
+    options it takes by name, with their types and defaults (:func:`options_signature`).
+    """
+
+    def decorate(init: _Function) -> _Function:
+        described: Any = init  # a function object takes the attribute; its declared type does not list it
+        described.__signature__ = options_signature(family)
+        return init
+
+    return decorate
+
+
+def option_doc_lines(family: str, width: int = 110) -> list[str]:
+    """The ``:param`` lines of ``family``'s options (continuation lines indented by 4), unindented."""
+    lines: list[str] = []
+    for option in options_of(family):
+        lines += textwrap.wrap(f":param {option.name}: {option.doc}", width, subsequent_indent="    ")
+    return lines
+
+
+def document_options(family: str) -> Callable[[_Class], _Class]:
+    """
+    A class decorator: the line :data:`DOCS_MARKER` of the class docstring becomes the ``:param`` lines of
+    ``family``'s options, so that ``help()`` and the API pages list them from their one declaration.
+    """
+
+    def decorate(cls: _Class) -> _Class:
+        doc = cls.__doc__ or ""
+        for line in doc.splitlines():
+            if line.strip() == DOCS_MARKER:
+                indent = line[: len(line) - len(line.lstrip())]
+                generated = "\n".join(indent + text for text in option_doc_lines(family))
+                cls.__doc__ = doc.replace(line, generated, 1)
+                return cls
+        raise ValueError(f"{cls.__name__}'s docstring lacks the line {DOCS_MARKER!r} where its options are listed")
+
+    return decorate
+
+
+def passed_on(arguments: dict[str, Any], *own: str) -> dict[str, Any]:
+    """
+    An ``__init__``'s arguments (its ``locals()`` on entry), to hand on to ``super().__init__`` by name.
+
+    :param arguments: ``locals()`` taken first thing in ``__init__``
+    :param own: the arguments the class consumes itself
+    :return: every argument but ``self``, the class cell ``super()`` uses, and ``own``
+    """
+    return {name: value for name, value in arguments.items() if name not in ("self", "__class__", *own)}
+
+
+__all__ = [
+    "BOTH",
+    "DOCS_MARKER",
+    "OFF_POLICY",
+    "ON_POLICY",
+    "OPTIONS_BY_NAME",
+    "PREFERENCE_OPTIONS",
+    "PreferenceOption",
+    "bpref_options",
+    "check_option_combinations",
+    "check_options",
+    "document_options",
+    "learner_options",
+    "option_defaults",
+    "option_doc_lines",
+    "options_of",
+    "options_signature",
+    "passed_on",
+    "refuse_other_family",
+    "takes_options",
+]
