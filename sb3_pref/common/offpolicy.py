@@ -17,7 +17,7 @@ The replay buffer already holds the raw (never VecNormalize-d) observations SB3 
 actions in the policy's [-1, 1] scale: both are re-encoded on the fly, so no extra memory is needed.
 """
 
-from typing import Any, Callable, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
 
 import numpy as np
 import torch as th
@@ -29,7 +29,13 @@ from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner
 from sb3_pref.common.options import OFF_POLICY, document_options, takes_options
 from sb3_pref.common.rollout import PHASE_PRETRAIN, PHASE_TRUE_REWARD
-from sb3_pref.common.sb3_glue import PreferenceRewardMixin
+from sb3_pref.common.sb3_glue import PreferenceAlgorithmMixin
+
+if TYPE_CHECKING:
+    # For type checkers only: the mixin runs inside an SB3 off-policy algorithm. At run time the base is object.
+    from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm as _OffPolicyBase
+else:
+    _OffPolicyBase = object
 
 Observation = Union[np.ndarray, dict[str, np.ndarray]]
 
@@ -138,7 +144,7 @@ def _normalized(env: VecNormalize, obs: Observation, device: th.device) -> Union
 
 
 @document_options(OFF_POLICY)
-class OffPolicyPreferenceMixin(PreferenceRewardMixin):
+class OffPolicyPreferenceMixin(PreferenceAlgorithmMixin, _OffPolicyBase):
     """
     Preference-based reward learning for an SB3 off-policy algorithm with a replay buffer
     (``class SAC_REWARD(OffPolicyPreferenceMixin, SAC)``): B-Pref's PEBBLE flow.
@@ -155,9 +161,7 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
     (then the preference options, declared in sb3_pref.common.options: see help() or the table of the API page)
     """
 
-    # For type checkers: the off-policy algorithm's attributes (the mixins' typed base is on-policy);
-    # replay_buffer is swapped for an _EntropyRewardSampler during pretraining updates.
-    learning_starts: int
+    # For type checkers: replay_buffer is swapped for an _EntropyRewardSampler during pretraining updates.
     replay_buffer: Any
 
     option_family = OFF_POLICY
@@ -169,12 +173,8 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
         self._pending_reset_updates = 0
         # Which reward model state the buffer's rewards come from; None forces a full relabel (e.g. after load).
         self._relabelled_version: Optional[tuple] = None
-        # PreferenceRewardMixin takes the options, and refuses the on-policy ones (they act on a rollout).
+        # PreferenceAlgorithmMixin takes the options, and refuses the on-policy ones (they act on a rollout).
         super().__init__(*args, **kwargs)
-
-    def _rlhf_stash(self, reward_obs: np.ndarray) -> None:
-        # No rollout buffer and no reference policy here (the on-policy options are refused).
-        pass
 
     # ------------------------------------------------------------------ phases
     def _pretraining(self) -> bool:
@@ -241,9 +241,8 @@ class OffPolicyPreferenceMixin(PreferenceRewardMixin):
         self._pending_reset_updates = self.reset_update
 
     # ---------------------------------------------------------------- training
-    def train(self, gradient_steps: int, batch_size: int = 64) -> None:  # type: ignore[override]  # OffPolicyAlgorithm's
-        # Through PreferencePhasesMixin.train, which hands an algorithm without epochs straight to its update (SAC's).
-        algorithm_train: Any = super().train
+    def train(self, gradient_steps: int, batch_size: int = 64) -> None:
+        algorithm_train = super().train
         gradient_steps += self._pending_reset_updates
         self._pending_reset_updates = 0
         if self._rollout_phase != PHASE_PRETRAIN or self.entropy_reward is None:

@@ -13,13 +13,13 @@ from sb3_pref.common.validation import check_saved_model_file
 
 if TYPE_CHECKING:
     # For type checkers only, as in rlhf.py: at run time the base is object and the MRO is unchanged.
-    from sb3_pref.common.rlhf import RLHFMixin as _Base
+    from stable_baselines3.common.base_class import BaseAlgorithm as _Base
 else:
     _Base = object
 
 
 class PreferencePersistenceMixin(_Base):
-    """The save/load side of :class:`~sb3_pref.common.sb3_glue.PreferenceRewardMixin`."""
+    """The save/load side of :class:`~sb3_pref.common.sb3_glue.PreferenceAlgorithmMixin` (RLHF adds its own)."""
 
     reward_model: Optional[RewardModel]
     pref_learner: Optional[PreferenceLearner]
@@ -46,19 +46,16 @@ class PreferencePersistenceMixin(_Base):
         return super().load(path, env=env, device=device, **kwargs)
 
     def _excluded_save_params(self) -> list[str]:
-        rlhf = ["reference_policy", "_reference_input", "_reference_kl", "_rollout_stash", "_rlhf_rng"]
         pref = [
             "reward_model", "teacher", "pref_learner", "entropy_reward", "_pref_encoder", "_teacher_given_at_load",
             "_policy_before_pretraining",
         ]  # fmt: skip
-        return [*super()._excluded_save_params(), *pref, *rlhf]
+        return [*super()._excluded_save_params(), *pref]
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         state_dicts, variables = super()._get_torch_save_params()
         if self.reward_model is not None:
             state_dicts = [*state_dicts, "reward_model.ensemble", "reward_model.optimizer", "pref_state"]
-        if self.reference_policy is not None:
-            state_dicts = [*state_dicts, "reference_policy"]
         return state_dicts, variables
 
     @property

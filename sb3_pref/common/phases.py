@@ -1,11 +1,13 @@
 """
-What happens in each rollout of a preference-learning on-policy algorithm: the phase it belongs to
-(state-entropy pretraining, learning from preferences, or the env's own reward), the query rounds, and
-the rewards written into the finished rollout.
+What happens in each rollout of a preference-learning SB3 algorithm, on-policy or off-policy: the phase it
+belongs to (state-entropy pretraining, learning from preferences, or the env's own reward), the query rounds,
+and when the learned rewards are written into the algorithm's buffer.
 
-The constructor arguments and the set-up are in :class:`~sb3_pref.common.sb3_glue.PreferenceRewardMixin`,
-which inherits this mixin; the per-step recording and the rollout-buffer rewrite are in
-:mod:`sb3_pref.common.rollout`.
+The constructor arguments and the set-up are in :class:`~sb3_pref.common.sb3_glue.PreferenceAlgorithmMixin`,
+which inherits this mixin; the per-step recording is in :mod:`sb3_pref.common.rollout`. Where the rewards of a
+rollout go is the buffer's business: the three hooks at the end of this class are implemented by the on-policy
+side (:class:`~sb3_pref.common.sb3_glue.PreferenceRewardMixin`) and the off-policy side
+(:class:`~sb3_pref.common.offpolicy.OffPolicyPreferenceMixin`).
 """
 
 import sys
@@ -17,7 +19,6 @@ import numpy as np
 import torch as th
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, ConvertCallback
 from stable_baselines3.common.type_aliases import MaybeCallback
-from torch import nn
 
 from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner
@@ -27,7 +28,6 @@ from sb3_pref.common.rollout import (
     PHASE_PRETRAIN,
     PHASE_TRUE_REWARD,
     RolloutRecorder,
-    relabel_rollout,
 )
 
 #: ``learn`` warns when pretraining would take more than this share of the steps it is asked for.
@@ -45,23 +45,29 @@ def _user_stacklevel() -> int:
 
 if TYPE_CHECKING:
     # For type checkers only, as in persistence.py: at run time the base is object and the MRO is unchanged.
-    from sb3_pref.common.rlhf import RLHFMixin as _Base
+    from stable_baselines3.common.base_class import BaseAlgorithm
+
+    class _Base(BaseAlgorithm):
+        """SB3's base algorithm, whose ``learn`` and ``_setup_model`` the algorithm these mixins run in implements."""
+
+        def learn(self, *args: Any, **kwargs: Any) -> Any: ...
+
+        def _setup_model(self) -> None: ...
+
 else:
     _Base = object
 
 
 class PreferencePhasesMixin(_Base):
-    """The rollout side of :class:`~sb3_pref.common.sb3_glue.PreferenceRewardMixin` (whose docstring lists the arguments)."""
+    """The phases of :class:`~sb3_pref.common.sb3_glue.PreferenceAlgorithmMixin`, for either buffer kind."""
 
     pref_learner: Optional[PreferenceLearner]
     entropy_reward: Optional[StateEntropyReward]
-    entropy_capacity: int
     entropy_k: int
     unsuper_flag: int
     unsuper_step: int
     unsuper_reset_policy: bool
     _policy_before_pretraining: Optional[dict[str, th.Tensor]]
-    unsuper_n_epochs: Optional[int]
     num_interaction: int
     _pref_encoder: Optional[FeatureEncoder]
     _pretrain_done: bool
@@ -160,17 +166,6 @@ class PreferencePhasesMixin(_Base):
         teacher = self.pref_learner.teacher if self.pref_learner is not None else None
         return tuple(getattr(teacher, "required_info_keys", ()))
 
-    def _reset_value_head(self) -> None:
-        """Re-initialise the value head (as SB3 initialises it) when the reward it predicted changes."""
-        value_net: nn.Linear = self.policy.value_net
-        for parameter in value_net.parameters():
-            self.policy.optimizer.state.pop(parameter, None)
-        if self.zero_value_head:  # the RLHF document's N(0, 0) value head
-            nn.init.zeros_(value_net.weight)
-        else:
-            nn.init.orthogonal_(value_net.weight, gain=1.0)
-        nn.init.zeros_(value_net.bias)
-
     def _finish_rollout(
         self,
         obs: np.ndarray,
@@ -181,7 +176,6 @@ class PreferencePhasesMixin(_Base):
         extras: Optional[dict[str, np.ndarray]] = None,
     ) -> None:
         n_transitions = true.size
-        self._rlhf_stash(obs)
         learner = self.pref_learner
         if learner is not None:
             learner.add_transitions(obs, actions, true, dones, extras=extras)
@@ -205,48 +199,29 @@ class PreferencePhasesMixin(_Base):
             for key, value in learner.counters().items():
                 self.logger.record(f"reward/{key}", value)
 
-    def _pretrain_rollout(self, obs: np.ndarray, seen: np.ndarray) -> None:
-        """
-        On-policy pretraining: the rollout's rewards become the k-NN state-entropy reward of the states acted in.
-
-        :param obs: ``(T, n_envs, obs_dim)`` encoded raw observations the actions were taken in
-        :param seen: ``(T, n_envs)`` rewards the env returned to the algorithm
-        """
-        n_transitions = seen.size
-        if self.entropy_reward is None:
-            # B-Pref keeps unsuper_step observations; bounded here so that a huge unsuper_step
-            # cannot allocate more than entropy_capacity rows (one rollout always fits).
-            capacity = max(min(self.unsuper_step, self.entropy_capacity), n_transitions)
-            self.entropy_reward = StateEntropyReward(obs.shape[-1], capacity=capacity, k=self.entropy_k)
-        # As B-Pref: each transition is scored by the observation its action was taken in (see
-        # docs/bpref-differences.md for the neighbours).
-        intrinsic = self.entropy_reward.compute(obs.reshape(n_transitions, -1)).reshape(seen.shape)
-        relabel_rollout(self.rollout_buffer, intrinsic, seen)
-        self.logger.record("reward/entropy_reward_mean", float(intrinsic.mean()))
-
-    def _write_rewards(self, predicted: np.ndarray, seen: np.ndarray) -> None:
-        """On-policy: the finished rollout trains on ``predicted`` ``(T, n_envs)`` (see :func:`relabel_rollout`)."""
-        relabel_rollout(self.rollout_buffer, self._rlhf_rewards(predicted), seen)
-
     def _log_round(self, stats: dict[str, float]) -> None:
         for key, value in stats.items():
             self.logger.record(f"reward/{key}", value)
 
-    def train(self, *args: Any, **kwargs: Any) -> None:
+    # ------------------------------------------------------------------ the buffer's hooks
+    def _pretrain_rollout(self, obs: np.ndarray, seen: np.ndarray) -> None:
         """
-        The algorithm's update, with ``unsuper_n_epochs`` epochs while pretraining.
+        A pretraining rollout is complete: give its transitions their state-entropy reward.
 
-        :param args: the algorithm's own ``train`` arguments (none on-policy; an off-policy
-            ``train(gradient_steps, batch_size)`` passes straight through, having no epochs)
-        :param kwargs: the same, by name
+        :param obs: ``(T, n_envs, obs_dim)`` encoded raw observations the actions were taken in
+        :param seen: ``(T, n_envs)`` rewards the env returned to the algorithm
         """
-        # Algorithms without epochs (A2C: one gradient step per rollout; SAC) train with their usual update.
-        if self._rollout_phase != PHASE_PRETRAIN or not hasattr(self, "n_epochs") or self.unsuper_n_epochs is None:
-            return super().train(*args, **kwargs)
-        # B-Pref trains the policy harder on the intrinsic reward.
-        n_epochs: int = self.n_epochs  # type: ignore[has-type]
-        self.n_epochs = self.unsuper_n_epochs
-        try:
-            return super().train(*args, **kwargs)
-        finally:
-            self.n_epochs = n_epochs
+        raise NotImplementedError
+
+    def _write_rewards(self, predicted: np.ndarray, seen: np.ndarray) -> None:
+        """
+        A preference-phase rollout is complete: the algorithm trains on ``predicted`` from now on.
+
+        :param predicted: ``(T, n_envs)`` the reward model's rewards of the rollout's transitions
+        :param seen: ``(T, n_envs)`` rewards the env returned to the algorithm
+        """
+        raise NotImplementedError
+
+    def _reset_value_head(self) -> None:
+        """Pretraining has ended: forget the values the state-entropy reward taught."""
+        raise NotImplementedError

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 
 import numpy as np
 from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.common.utils import LinearSchedule
 
 from sb3_pref.common.options import OPTIONS_BY_NAME
 from sb3_pref.common.preprocessing import FeatureEncoder
@@ -102,8 +101,8 @@ def check_rlhf_options(
 
 
 if TYPE_CHECKING:
-    # For type checkers only: the mixins run inside an SB3 algorithm (PPO, RecurrentPPO, and SAC through
-    # OffPolicyPreferenceMixin) and use its attributes. At run time the base is object: the MRO is unchanged.
+    # For type checkers only: the mixin runs inside an SB3 on-policy algorithm (PPO, A2C, RecurrentPPO) and uses
+    # its attributes. At run time the base is object: the MRO is unchanged.
     from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 
     _AlgorithmBase = OnPolicyAlgorithm
@@ -130,7 +129,6 @@ class RLHFMixin(_AlgorithmBase):
     normalize_reward_samples: str
     whiten_reward: bool
     zero_value_head: bool
-    anneal_policy_lr: bool
     _pref_encoder: Optional[FeatureEncoder]
 
     if TYPE_CHECKING:
@@ -150,10 +148,6 @@ class RLHFMixin(_AlgorithmBase):
 
     def _setup_rlhf(self) -> None:
         """Build the reference policy (given, or rebuilt on load) and check its spaces, before any training."""
-        if self.anneal_policy_lr and not callable(self.learning_rate):
-            # SB3's progress runs from 1 to 0 over each learn() call: the lr reaches 0 at its end.
-            self.learning_rate = LinearSchedule(float(self.learning_rate), 0.0, 1.0)
-            self._setup_lr_schedule()
         self._rlhf_rng = np.random.default_rng(self.seed)
         policy = None
         if self._reference_input is not None:

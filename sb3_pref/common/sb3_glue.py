@@ -1,22 +1,34 @@
 """
-Plugs the preference core into any SB3 on-policy algorithm without rewriting its rollout loop: the
-constructor arguments, their checks and the set-up of the reward model, teacher and learner.
+Plugs the preference core into SB3 algorithms without rewriting their rollout loops.
 
-A transition's path: ``collect_rollouts`` steps the env and calls the callbacks; the
-:class:`RolloutRecorder` (always the first callback) copies the raw observation, the executed
-action, the true reward and the done flag. When the rollout is complete, and before any other
-callback sees it, :meth:`~sb3_pref.common.phases.PreferencePhasesMixin._finish_rollout` hands the
-transitions to the :class:`~sb3_pref.common.learner.PreferenceLearner`, runs a query round when one
-is due, predicts the whole rollout's rewards in one batched pass and writes them into the rollout
-buffer with :func:`relabel_rollout`, which keeps SB3's time-limit bootstrap and recomputes the advantages.
+:class:`PreferenceAlgorithmMixin` is what every preference-learning algorithm shares, on-policy or off-policy:
+the constructor arguments and their checks, the set-up of the reward model, teacher and learner (on creation and
+on load), the reward features, the phases of :mod:`sb3_pref.common.phases` and the saved state of
+:mod:`sb3_pref.common.persistence`. Where the learned rewards go depends on the buffer, and belongs to the family:
+each implements the three hooks the phases call (``_pretrain_rollout``, ``_write_rewards``, ``_reset_value_head``).
+
+:class:`PreferenceRewardMixin` is the on-policy family (PPO, A2C, RecurrentPPO). A transition's path:
+``collect_rollouts`` steps the env and calls the callbacks; the :class:`RolloutRecorder` (always the first
+callback) copies the raw observation, the executed action, the true reward and the done flag. When the rollout is
+complete, and before any other callback sees it, :meth:`~sb3_pref.common.phases.PreferencePhasesMixin._finish_rollout`
+hands the transitions to the :class:`~sb3_pref.common.learner.PreferenceLearner`, runs a query round when one is
+due, predicts the whole rollout's rewards in one batched pass and writes them into the rollout buffer with
+:func:`relabel_rollout`, which keeps SB3's time-limit bootstrap and recomputes the advantages. Only this family
+has RLHF's KL penalty and reference samples (:class:`~sb3_pref.common.rlhf.RLHFMixin`), a value head to reset
+and pretraining epochs.
+
+The off-policy family (a replay buffer: ``SAC_REWARD``) is :class:`~sb3_pref.common.offpolicy.OffPolicyPreferenceMixin`,
+which builds on :class:`PreferenceAlgorithmMixin` alone.
 """
 
 import inspect
-from typing import Any, Optional, Union, cast
+from typing import Any, Callable, Optional, Union, cast
 
 import numpy as np
 import torch as th
 from gymnasium import spaces
+from stable_baselines3.common.utils import LinearSchedule
+from torch import nn
 
 from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner, make_teacher
@@ -47,25 +59,24 @@ from sb3_pref.common.teachers import ScriptedTeacher
 from sb3_pref.common.validation import check_same_reward_model, check_segment_fits
 
 
-@document_options(ON_POLICY)
-class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, RLHFMixin):
+class PreferenceAlgorithmMixin(PreferencePhasesMixin, PreferencePersistenceMixin):
     """
-    Preference-based reward learning for an SB3 on-policy algorithm (``class X(PreferenceRewardMixin, PPO)``).
+    The part of a preference-learning algorithm that does not depend on its buffer: the base of
+    :class:`PreferenceRewardMixin` and :class:`~sb3_pref.common.offpolicy.OffPolicyPreferenceMixin`, whose
+    docstrings list the options.
 
     Its constructor takes the preference options of :mod:`sb3_pref.common.options` by keyword (the algorithm's
     own arguments pass through ``args`` and ``kwargs``), checks them all before anything is changed, and stores
     each under its name.
 
-    (then the preference options, declared in sb3_pref.common.options: see help() or the table of the API page)
+    :param args: the algorithm's positional arguments
+    :param kwargs: the algorithm's keyword arguments and the preference options
     """
 
     #: the algorithm family: which options it takes and their defaults (see :mod:`sb3_pref.common.options`)
     option_family: str = ON_POLICY
     #: pretraining default when a reward model is given (B-Pref's PrefPPO pretrains)
     default_unsuper_flag: int = 1
-    #: most observations the state-entropy buffer keeps (B-Pref keeps ``unsuper_step``, which is
-    #: unbounded); rows of ``obs_dim`` float32, so 100k rows of 24 floats take 9.6 MB
-    entropy_capacity: int = 100_000
 
     # For type checkers: the options stored by __init__ (declared in sb3_pref.common.options).
     reward_model_kwargs: Optional[dict[str, Any]]
@@ -78,9 +89,8 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
     unsuper_flag: int
     segment_capacity: int
     entropy_k: int
-    normalize_reward_samples: str
+    anneal_policy_lr: bool
 
-    @takes_options(ON_POLICY)
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         known = self._known_options()
         given = {option.name: kwargs.pop(option.name) for option in known if option.name in kwargs}
@@ -113,7 +123,6 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
         self._teacher_class: Optional[str] = None
         self.pref_learner: Optional[PreferenceLearner] = None
         self.entropy_reward: Optional[StateEntropyReward] = None
-        self._init_rlhf(checked["reference_policy"])
         try:
             super().__init__(*args, **kwargs)
         except Exception:
@@ -136,7 +145,7 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
             {**check_options(stored), "size_segment": None, "reference_policy": getattr(self, "reference_source", None)}
         )
         super()._setup_model()
-        self._setup_rlhf()
+        self._setup_policy_schedule()
         # Also on load, where teacher=... may be given to load() as a preset name or an object.
         given_at_load = getattr(self, "_teacher_given_at_load", False)
         self._teacher_given_at_load = False
@@ -187,7 +196,7 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
             model,
             n_envs=self.n_envs,
             teacher=teacher,
-            normalization_sampler=self._reference_features if self.normalize_reward_samples == "reference" else None,
+            normalization_sampler=self._normalization_sampler(),
             seed=self.seed,
             **learner_options(self),
         )
@@ -197,6 +206,17 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
             # the run's counters and bookkeeping continue in it (a human teacher must know which answers
             # the saved dataset already holds, or it would hand them over twice).
             self.pref_learner.restore_teacher = "progress" if given_at_load == "preset" else "counters"
+
+    def _setup_policy_schedule(self) -> None:
+        """Right after the algorithm's own set-up: ``anneal_policy_lr`` (a family may add its own set-up here)."""
+        if self.anneal_policy_lr and not callable(self.learning_rate):
+            # SB3's progress runs from 1 to 0 over each learn() call: the lr reaches 0 at its end.
+            self.learning_rate = LinearSchedule(float(self.learning_rate), 0.0, 1.0)
+            self._setup_lr_schedule()
+
+    def _normalization_sampler(self) -> Optional[Callable[[], np.ndarray]]:
+        """The samples the reward's gain/bias are fitted on; None: the learner's recent transitions."""
+        return None
 
     def _reward_space_hint(self) -> str:
         """How the error for a reward model of the wrong size names the space it must be built for."""
@@ -260,10 +280,117 @@ class PreferenceRewardMixin(PreferencePhasesMixin, PreferencePersistenceMixin, R
         return dones
 
 
+@document_options(ON_POLICY)
+class PreferenceRewardMixin(PreferenceAlgorithmMixin, RLHFMixin):
+    """
+    Preference-based reward learning for an SB3 on-policy algorithm (``class X(PreferenceRewardMixin, PPO)``).
+
+    Its constructor takes the preference options of :mod:`sb3_pref.common.options` by keyword (the algorithm's
+    own arguments pass through ``args`` and ``kwargs``), checks them all before anything is changed, and stores
+    each under its name.
+
+    (then the preference options, declared in sb3_pref.common.options: see help() or the table of the API page)
+    """
+
+    #: most observations the state-entropy buffer keeps (B-Pref keeps ``unsuper_step``, which is
+    #: unbounded); rows of ``obs_dim`` float32, so 100k rows of 24 floats take 9.6 MB
+    entropy_capacity: int = 100_000
+
+    unsuper_n_epochs: Optional[int]
+    n_epochs: int  # the algorithm's, where it has epochs (PPO, RecurrentPPO; not A2C)
+    normalize_reward_samples: str
+
+    @takes_options(ON_POLICY)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Only stored here; PreferenceAlgorithmMixin.__init__ checks the value before the algorithm is built.
+        self._init_rlhf(kwargs.get("reference_policy"))
+        super().__init__(*args, **kwargs)
+
+    def _setup_policy_schedule(self) -> None:
+        super()._setup_policy_schedule()
+        self._setup_rlhf()
+
+    def _normalization_sampler(self) -> Optional[Callable[[], np.ndarray]]:
+        return self._reference_features if self.normalize_reward_samples == "reference" else None
+
+    # ------------------------------------------------------------------ the rollout's rewards
+    def _finish_rollout(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        true: np.ndarray,
+        seen: np.ndarray,
+        dones: np.ndarray,
+        extras: Optional[dict[str, np.ndarray]] = None,
+    ) -> None:
+        self._rlhf_stash(obs)
+        super()._finish_rollout(obs, actions, true, seen, dones, extras=extras)
+
+    def _pretrain_rollout(self, obs: np.ndarray, seen: np.ndarray) -> None:
+        """
+        On-policy pretraining: the rollout's rewards become the k-NN state-entropy reward of the states acted in.
+
+        :param obs: ``(T, n_envs, obs_dim)`` encoded raw observations the actions were taken in
+        :param seen: ``(T, n_envs)`` rewards the env returned to the algorithm
+        """
+        n_transitions = seen.size
+        if self.entropy_reward is None:
+            # B-Pref keeps unsuper_step observations; bounded here so that a huge unsuper_step
+            # cannot allocate more than entropy_capacity rows (one rollout always fits).
+            capacity = max(min(self.unsuper_step, self.entropy_capacity), n_transitions)
+            self.entropy_reward = StateEntropyReward(obs.shape[-1], capacity=capacity, k=self.entropy_k)
+        # As B-Pref: each transition is scored by the observation its action was taken in (see
+        # docs/bpref-differences.md for the neighbours).
+        intrinsic = self.entropy_reward.compute(obs.reshape(n_transitions, -1)).reshape(seen.shape)
+        relabel_rollout(self.rollout_buffer, intrinsic, seen)
+        self.logger.record("reward/entropy_reward_mean", float(intrinsic.mean()))
+
+    def _write_rewards(self, predicted: np.ndarray, seen: np.ndarray) -> None:
+        """The finished rollout trains on ``predicted`` ``(T, n_envs)`` (see :func:`relabel_rollout`)."""
+        relabel_rollout(self.rollout_buffer, self._rlhf_rewards(predicted), seen)
+
+    def _reset_value_head(self) -> None:
+        """Re-initialise the value head (as SB3 initialises it) when the reward it predicted changes."""
+        value_net: nn.Linear = self.policy.value_net
+        for parameter in value_net.parameters():
+            self.policy.optimizer.state.pop(parameter, None)
+        if self.zero_value_head:  # the RLHF document's N(0, 0) value head
+            nn.init.zeros_(value_net.weight)
+        else:
+            nn.init.orthogonal_(value_net.weight, gain=1.0)
+        nn.init.zeros_(value_net.bias)
+
+    # ---------------------------------------------------------------- training
+    def train(self) -> None:
+        """The algorithm's update, with ``unsuper_n_epochs`` epochs while pretraining."""
+        # Algorithms without epochs (A2C: one gradient step per rollout) train with their usual update.
+        if self._rollout_phase != PHASE_PRETRAIN or not hasattr(self, "n_epochs") or self.unsuper_n_epochs is None:
+            return super().train()
+        # B-Pref trains the policy harder on the intrinsic reward.
+        n_epochs: int = self.n_epochs
+        self.n_epochs = self.unsuper_n_epochs
+        try:
+            return super().train()
+        finally:
+            self.n_epochs = n_epochs
+
+    # ------------------------------------------------------------------ save / load
+    def _excluded_save_params(self) -> list[str]:
+        rlhf = ["reference_policy", "_reference_input", "_reference_kl", "_rollout_stash", "_rlhf_rng"]
+        return [*super()._excluded_save_params(), *rlhf]
+
+    def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
+        state_dicts, variables = super()._get_torch_save_params()
+        if self.reference_policy is not None:
+            state_dicts = [*state_dicts, "reference_policy"]
+        return state_dicts, variables
+
+
 __all__ = [
     "PHASE_PREFERENCE",
     "PHASE_PRETRAIN",
     "PHASE_TRUE_REWARD",
+    "PreferenceAlgorithmMixin",
     "PreferenceRewardMixin",
     "RolloutRecorder",
     "relabel_rollout",
