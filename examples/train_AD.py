@@ -82,18 +82,22 @@ PRESETS: dict[str, dict[str, Any]] = {
     "a2c_room": dict(learner="a2c", steps=40_000, max_history_steps=None, seq_len=420, embed_dim=64, n_layers=2, n_heads=4,
                      ff_dim=256, attention_dropout=0.0, n_updates=1_500, batch_size=16, learning_rate=2e-3),
 }
+#: ``a2c_room_transition``: ``a2c_room``'s histories and model with one token per transition, whose updates cost a
+#: seventh as much on a CPU, spent on four times as many updates (benchmarks/AD.md, "The seed's room")
+PRESETS["a2c_room_transition"] = dict(PRESETS["a2c_room"], n_updates=6_000)
 #: settings of the room, the split and the evaluation that a preset changes (the others keep the seed's)
 ROOM_PRESETS: dict[str, dict[str, Any]] = {
     "noisy_room": _room_preset(NOISY_ROOM),
     "noisy_room_20": _room_preset(NOISY_ROOM_20),
     "a2c_room": dict(learner_lr=1e-3, episode_stride=100, recency_bias=True, residual_dropout=0.0, min_learning_rate=1e-4),
 }
+ROOM_PRESETS["a2c_room_transition"] = dict(ROOM_PRESETS["a2c_room"], token_layout="transition")
 #: exit status of a call that ran out of its ``--time-budget`` before the last stage (run the same command again)
 INCOMPLETE_EXIT_CODE = 3
 ROOM_DEFAULTS: dict[str, Any] = dict(
     size=9, episode_length=20, n_test=AD_TEST_GOALS, no_terminate_on_goal=False, learners_per_goal=1, episodes_per_trial=20,
     recency_bias=False, residual_dropout=0.1, anneal_fraction=0.5, anneal_after_reward=False, min_learning_rate=2e-6,
-    episode_stride=1,
+    episode_stride=1, token_layout="triplet",
 )
 
 
@@ -113,6 +117,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--learners-per-goal", type=int, default=None, help="default: 1")
     parser.add_argument("--episodes-per-trial", type=int, default=None, help="default: 20")
     parser.add_argument("--recency-bias", action="store_true", default=None, help="ALiBi in attention (not the seed's)")
+    parser.add_argument("--token-layout", choices=["triplet", "transition"], default=None,
+                        help="triplet: the seed's three tokens per transition (default); transition: one, cheaper")
     parser.add_argument("--residual-dropout", type=float, default=None, help="default: 0.1")
     parser.add_argument("--min-learning-rate", type=float, default=None, help="end of the cosine decay (default: 2e-6)")
     parser.add_argument("--anneal-fraction", type=float, default=None, help="noisy expert: share of steps to epsilon 0")
@@ -176,7 +182,8 @@ def train_ad(args: argparse.Namespace, histories: Any, deadline: float) -> AD:
     else:
         model_kwargs = {name: getattr(args, name) for name in PRESETS["seed"] if name not in ("learner", "steps")}
         model_kwargs.update(recency_bias=args.recency_bias, residual_dropout=args.residual_dropout,
-                            min_learning_rate=args.min_learning_rate, pad_short_histories=args.episode_stride > 1)
+                            token_layout=args.token_layout, min_learning_rate=args.min_learning_rate,
+                            pad_short_histories=args.episode_stride > 1)
         model = AD(histories, device=args.device, seed=args.seed, verbose=args.verbose, **model_kwargs)
     remaining = args.n_updates - model.num_timesteps
     if remaining > 0:

@@ -1,5 +1,6 @@
 """AD: history recording from real learners, the history file format, bad inputs, the model's context, save/load."""
 
+import json
 import zipfile
 
 import numpy as np
@@ -198,10 +199,10 @@ def test_bad_ad_inputs_fail_before_training():
         model.set_histories(onehot)
 
 
-@pytest.mark.parametrize("recency_bias", [False, True])
-def test_predict_context_is_the_state_and_padding_changes_nothing(recency_bias):
+@pytest.mark.parametrize("recency_bias,token_layout", [(False, "triplet"), (True, "triplet"), (True, "transition")])
+def test_predict_context_is_the_state_and_padding_changes_nothing(recency_bias, token_layout):
     histories = small_histories(2, 120)
-    model = AD(histories, seq_len=18, recency_bias=recency_bias, **SMALL)
+    model = AD(histories, seq_len=18, recency_bias=recency_bias, token_layout=token_layout, **SMALL)
     env = make_vec_env(darkroom_trials, n_envs=2, seed=0, env_kwargs=dict(split="all", episodes_per_trial=3, **ROOM))
     obs = env.reset()
     state, starts = None, np.ones(2, bool)
@@ -223,6 +224,57 @@ def test_predict_context_is_the_state_and_padding_changes_nothing(recency_bias):
     # Episode start empties the context.
     _, fresh = model.predict(obs, state, np.ones(2, bool))
     assert fresh[4].sum() == 0
+
+
+def test_one_token_per_transition_is_causal_and_sees_the_previous_action_and_reward():
+    """Logits at step t depend on a_{t-1} and r_{t-1} but never on a_t (the target) or anything later."""
+    config = ADConfig(obs_dim=2, n_actions=5, max_timestep=6, seq_len=10, embed_dim=16, n_layers=2, n_heads=2, ff_dim=32,
+                      attention_dropout=0.0, residual_dropout=0.0, recency_bias=True, token_layout="transition")
+    th.manual_seed(0)
+    model = ADTransformer(config).eval()
+    obs, actions = th.rand(1, 10, 2), th.randint(5, (1, 10))
+    rewards, steps = th.randint(2, (1, 10)), th.arange(10)[None] % 6
+    reference = model(obs, actions, rewards, steps)
+    t = 4
+    changed_action, changed_reward = actions.clone(), rewards.clone()
+    changed_action[0, t] = (actions[0, t] + 1) % 5
+    changed_reward[0, t] = 1 - rewards[0, t]
+    for inputs in ((obs, changed_action, rewards, steps), (obs, actions, changed_reward, steps)):
+        out = model(*inputs)
+        assert th.allclose(out[:, : t + 1], reference[:, : t + 1], atol=1e-6)  # the past cannot see it
+        assert (out[:, t + 1] - reference[:, t + 1]).abs().max() > 1e-4  # the next step does
+    # Left padding: the first real step has no previous transition, as if the window began there.
+    valid = th.arange(10)[None] >= 3
+    padded = model(obs, actions, rewards, steps, valid)[:, 3:]
+    assert th.allclose(padded, model(obs[:, 3:], actions[:, 3:], rewards[:, 3:], steps[:, 3:]), atol=1e-5)
+    # Three tokens per transition cost nine times the attention: the layouts differ in tokens, not in outputs' shape.
+    assert ADTransformer(ADConfig(**{**config.to_dict(), "token_layout": "triplet"}))(obs, actions, rewards, steps).shape \
+        == reference.shape
+    with pytest.raises(ValueError, match="token_layout"):
+        ADConfig(obs_dim=2, n_actions=5, max_timestep=6, token_layout="pairs")
+
+
+def test_token_layout_is_saved_and_older_models_load_as_triplets(tmp_path):
+    histories = small_histories(2, 120)
+    model = AD(histories, seq_len=12, token_layout="transition", **SMALL).learn(2, log_interval=0)
+    model.save(tmp_path / "ad.zip")
+    loaded = AD.load(tmp_path / "ad.zip")
+    assert loaded.config.token_layout == "transition"
+    obs = np.zeros((2, loaded.trial_obs_dim), np.float32)
+    model.policy.eval()
+    np.testing.assert_array_equal(model.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0])
+    # A file written before the option existed has no token_layout in its config: it is the seed's layout.
+    triplet = AD(histories, seq_len=12, **SMALL)
+    triplet.save(tmp_path / "old.zip")
+    with zipfile.ZipFile(tmp_path / "old.zip") as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    header = json.loads(files["config.json"])
+    del header["config"]["token_layout"]
+    files["config.json"] = json.dumps(header).encode()
+    with zipfile.ZipFile(tmp_path / "old.zip", "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    assert AD.load(tmp_path / "old.zip").config.token_layout == "triplet"
 
 
 def test_save_load_is_pickle_free_and_identical(tmp_path):

@@ -51,7 +51,7 @@ class AD:
     """
     :param histories: a :class:`Histories`, a path to one, or a list of them (same spaces)
     :param env: a trial env (VecEnv) for evaluation and callbacks; optional, checked against the histories
-    :param seq_len: transitions per context window (3 tokens each)
+    :param seq_len: transitions per context window
     :param embed_dim: token width
     :param n_layers: transformer blocks
     :param n_heads: attention heads
@@ -59,6 +59,8 @@ class AD:
     :param attention_dropout: dropout on attention weights
     :param residual_dropout: dropout on residual branches
     :param recency_bias: ALiBi distance penalty in attention (off in the seed's preset; see :class:`ADConfig`)
+    :param token_layout: ``"triplet"`` (the seed's: observation, action and reward tokens) or ``"transition"``
+        (one token per transition, about nine times cheaper attention; see :mod:`sb3_pref.ad.model`)
     :param learning_rate: Adam's peak learning rate
     :param min_learning_rate: the end of the cosine decay
     :param n_updates: length of the cosine decay and the default number of updates of ``learn``
@@ -92,6 +94,7 @@ class AD:
         attention_dropout: float = 0.5,
         residual_dropout: float = 0.1,
         recency_bias: bool = False,
+        token_layout: str = "triplet",
         learning_rate: float = 3e-4,
         min_learning_rate: float = 2e-6,
         n_updates: int = 22_000,
@@ -155,7 +158,7 @@ class AD:
                 obs_dim=data.obs_dim, n_actions=data.n_actions, max_timestep=data.max_episode_length,
                 n_reward_values=len(self.reward_values), seq_len=int(seq_len), embed_dim=embed_dim, n_layers=n_layers,
                 n_heads=n_heads, ff_dim=ff_dim, attention_dropout=attention_dropout, residual_dropout=residual_dropout,
-                recency_bias=bool(recency_bias),
+                recency_bias=bool(recency_bias), token_layout=token_layout,
             )
             self.histories: Optional[Histories] = data
         else:

@@ -2,11 +2,18 @@
 The Algorithm Distillation transformer: a causal transformer over ``(observation, action, reward)``
 tokens that predicts each action from everything before it.
 
-A window of ``L`` transitions becomes ``3 L`` tokens ``o_1, a_1, r_1, o_2, ...``. Each kind has its
-own embedding (observations through a linear layer, actions and, by default on DarkRoom, rewards as
-categories), and all three tokens of a transition add the embedding of the env's own time step
-inside the episode: that is the only position signal (no absolute positions, no return-to-go), so
-a window means the same wherever it was cut from a long history, and left padding changes nothing.
+A window of ``L`` transitions becomes ``3 L`` tokens ``o_1, a_1, r_1, o_2, ...`` (the seed's
+``token_layout="triplet"``). Each kind has its own embedding (observations through a linear layer,
+actions and, by default on DarkRoom, rewards as categories), and all three tokens of a transition add
+the embedding of the env's own time step inside the episode: that is the only position signal (no
+absolute positions, no return-to-go), so a window means the same wherever it was cut from a long
+history, and left padding changes nothing.
+
+``token_layout="transition"`` sums ``o_t``, the previous action ``a_{t-1}`` and the previous reward
+``r_{t-1}`` into one token per transition (what a trial observation reports at each step), with a
+learned "none" action and reward where there is no previous transition in the window. It sees the
+same information, one step later for the last action, and has a third of the tokens: attention, the
+cost that grows with the context, is about nine times cheaper.
 """
 
 import math
@@ -17,6 +24,8 @@ import torch as th
 import torch.nn.functional as F
 from torch import nn
 
+#: the ways a window of transitions becomes tokens (see the module's docstring)
+TOKEN_LAYOUTS = ("triplet", "transition")
 
 @dataclass
 class ADConfig:
@@ -38,6 +47,8 @@ class ADConfig:
     :param embedding_dropout: dropout on the summed token embeddings
     :param recency_bias: add ALiBi's distance penalty to attention (not the seed's: it only uses the
         env's time step; small models trained briefly need it to bind a reward to its own transition)
+    :param token_layout: ``"triplet"`` (the seed's: three tokens per transition) or ``"transition"``
+        (one token per transition: the observation with the previous action and reward)
     """
 
     obs_dim: int
@@ -53,6 +64,15 @@ class ADConfig:
     residual_dropout: float = 0.1
     embedding_dropout: float = 0.0
     recency_bias: bool = False
+    token_layout: str = "triplet"
+
+    def __post_init__(self) -> None:
+        if self.token_layout not in TOKEN_LAYOUTS:
+            raise ValueError(f"token_layout must be one of {TOKEN_LAYOUTS}, got {self.token_layout!r}")
+
+    @property
+    def tokens_per_transition(self) -> int:
+        return 3 if self.token_layout == "triplet" else 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,9 +119,13 @@ class ADTransformer(nn.Module):
         self.config = config
         d = config.embed_dim
         self.obs_embed = nn.Linear(config.obs_dim, d)
-        self.action_embed = nn.Embedding(config.n_actions, d)
+        # The one-token layout has one more action and reward category: "no previous transition".
+        extra = int(config.token_layout == "transition")
+        self.action_embed = nn.Embedding(config.n_actions + extra, d)
         categorical = config.n_reward_values > 0
-        self.reward_embed: nn.Module = nn.Embedding(config.n_reward_values, d) if categorical else nn.Linear(1, d)
+        self.reward_embed: nn.Module = (
+            nn.Embedding(config.n_reward_values + extra, d) if categorical else nn.Linear(1, d)
+        )
         self.time_embed = nn.Embedding(config.max_timestep, d)
         self.kind_embed = nn.Parameter(th.zeros(3, d))
         self.embed_dropout = nn.Dropout(config.embedding_dropout)
@@ -139,23 +163,45 @@ class ADTransformer(nn.Module):
         """
         batch, length = actions.shape
         time = self.time_embed(timesteps.clamp(0, self.config.max_timestep - 1))
-        if self.config.n_reward_values > 0:
-            reward = self.reward_embed(rewards)
+        per = self.config.tokens_per_transition
+        if per == 1:
+            tokens = self._transition_tokens(observations, actions, rewards, valid) + time
         else:
-            reward = self.reward_embed(rewards.unsqueeze(-1).float())
-        tokens = th.stack(
-            [
-                self.obs_embed(observations) + self.kind_embed[0],
-                self.action_embed(actions) + self.kind_embed[1],
-                reward + self.kind_embed[2],
-            ],
-            dim=2,
-        ) + time.unsqueeze(2)
-        x = self.embed_dropout(tokens.reshape(batch, 3 * length, -1))
-        mask = self._attention_mask(valid, 3 * length, x)
+            tokens = th.stack(
+                [
+                    self.obs_embed(observations) + self.kind_embed[0],
+                    self.action_embed(actions) + self.kind_embed[1],
+                    self._embed_rewards(rewards) + self.kind_embed[2],
+                ],
+                dim=2,
+            ) + time.unsqueeze(2)
+        x = self.embed_dropout(tokens.reshape(batch, per * length, -1))
+        mask = self._attention_mask(valid, per * length, x)
         for block in self.blocks:
             x = block(x, mask)
-        return self.head(self.norm(x[:, 0::3]))
+        return self.head(self.norm(x[:, 0::per]))
+
+    def _embed_rewards(self, rewards: th.Tensor) -> th.Tensor:
+        if self.config.n_reward_values > 0:
+            return self.reward_embed(rewards)
+        return self.reward_embed(rewards.unsqueeze(-1).float())
+
+    def _transition_tokens(
+        self, observations: th.Tensor, actions: th.Tensor, rewards: th.Tensor, valid: Optional[th.Tensor]
+    ) -> th.Tensor:
+        """``o_t`` + ``a_{t-1}`` + ``r_{t-1}``, with the "none" categories where ``t - 1`` is not in the window."""
+        none_action, none_reward = self.config.n_actions, self.config.n_reward_values
+        has_previous = th.ones_like(actions, dtype=th.bool)
+        has_previous[:, 0] = False
+        if valid is not None:  # left padding: the first real transition has no previous one either
+            has_previous[:, 1:] &= valid[:, :-1]
+        previous_actions = th.roll(actions, 1, dims=1).masked_fill(~has_previous, none_action)
+        previous_rewards = th.roll(rewards, 1, dims=1)
+        if self.config.n_reward_values > 0:
+            reward = self._embed_rewards(previous_rewards.masked_fill(~has_previous, none_reward))
+        else:
+            reward = self._embed_rewards(previous_rewards.masked_fill(~has_previous, 0))
+        return self.obs_embed(observations) + self.action_embed(previous_actions) + reward
 
     def _attention_mask(self, valid: Optional[th.Tensor], n_tokens: int, x: th.Tensor) -> Optional[th.Tensor]:
         """None for plain causal attention; else a boolean or additive mask (``(B or 1, H or 1, T, T)``)."""
@@ -165,7 +211,8 @@ class ADTransformer(nn.Module):
         allowed = th.ones(n_tokens, n_tokens, dtype=th.bool, device=x.device).tril()[None, None]
         if padded:
             assert valid is not None
-            allowed = allowed & valid.repeat_interleave(3, dim=1)[:, None, None, :]
+            per = self.config.tokens_per_transition
+            allowed = allowed & valid.repeat_interleave(per, dim=1)[:, None, None, :]
             # A padding query would see no key at all (NaN rows): let every token see itself.
             allowed = allowed | th.eye(n_tokens, dtype=th.bool, device=x.device)
         if not self.config.recency_bias:
