@@ -6,6 +6,7 @@ package is listed in a YAML grid, has its keys and values checked like the built
 
 import dataclasses
 import os
+import sys
 from typing import Any, Optional
 
 import numpy as np
@@ -216,3 +217,88 @@ def test_a_registered_kind_runs_beside_a_builtin_one_and_is_reported(tmp_path, t
     with open(write_report(config.output_dir)) as handle:
         report = handle.read()
     assert "| Toy |" in report and "curves_CartPole-v1.png" in report
+
+
+# ------------------------------------------------------------------------------ a kind in the grid's worker processes
+PLUGIN = '''
+import os
+import sys
+
+from sb3_pref.experiments.registry import EVAL_SEED_OFFSET, RunKind, register
+
+
+def _env(seed, monitor_dir):
+    from stable_baselines3.common.env_util import make_vec_env
+
+    return make_vec_env("CartPole-v1", n_envs=1, seed=seed, monitor_dir=monitor_dir)
+
+
+def _build(spec, monitor_dir, checkpoint):
+    from stable_baselines3 import PPO
+
+    env = _env(spec.seed, monitor_dir)
+    if checkpoint is not None:
+        return PPO.load(checkpoint.model, env=env, device="cpu")
+    n_steps = int(spec.hyperparameters["n_steps"])
+    return PPO("MlpPolicy", env, n_steps=n_steps, batch_size=n_steps, seed=spec.seed, device="cpu")
+
+
+def _finish(model, spec, run_dir):
+    return {"pid": os.getpid()}
+
+
+register(RunKind(
+    name="plugin", keys=frozenset({"total_timesteps", "n_steps"}),
+    defaults=lambda task: dict(total_timesteps=32, n_steps=16), check=lambda task, settings: dict(settings),
+    build=_build, finish=_finish, why_not=lambda task: None if task == "CartPole-v1" else "CartPole-v1 only",
+    variant=lambda spec: "Plugin", eval_env=lambda spec: _env(spec.seed + EVAL_SEED_OFFSET, None), baseline="plugin",
+), replace=True)
+'''
+
+
+def test_a_kind_from_a_users_module_runs_in_the_grids_worker_processes(tmp_path, monkeypatch):
+    """Local workers are fresh processes: they import the module that registered the kind, as run.json records it."""
+    pytest.importorskip("yaml")
+    from sb3_pref.experiments import run_grid
+
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "my_grid_kinds.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(plugins))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(plugins), os.environ.get("PYTHONPATH", "")]))
+    import my_grid_kinds  # noqa: F401  (registers "plugin" in this process, as a user's script would)
+
+    try:
+        path = _write_grid(tmp_path / "grid.yaml", "[plugin]", extra="output_dir: out\n")
+        result = run_grid(path, workers=2, output_dir=str(tmp_path / "out"), stream=None)
+        assert sorted(result.finished) == ["plugin/CartPole-v1/seed0", "plugin/CartPole-v1/seed1"], result.failed
+        for seed in (0, 1):
+            record = RunRecord(str(tmp_path / "out" / "plugin" / "CartPole-v1" / f"seed{seed}"))
+            assert record.data["kind_module"] == "my_grid_kinds"
+            # trained in a worker process, not in this one
+            assert record.status == FINISHED and record.data["final"]["pid"] != os.getpid()
+        # the built-in kinds record nothing: their runs' files stay as they were
+        ppo = RunRecord.create(str(tmp_path / "ppo_run"), load_config(
+            _write_grid(tmp_path / "ppo.yaml", "[ppo]")).runs()[0], "g")
+        assert "kind_module" not in ppo.data
+    finally:
+        unregister("plugin")
+        sys.modules.pop("my_grid_kinds", None)
+
+
+def test_a_kind_declared_in_the_running_script_is_refused_before_any_run_starts(tmp_path):
+    pytest.importorskip("yaml")
+    from sb3_pref.experiments import run_grid
+
+    def build(spec: RunSpec, monitor_dir: str, checkpoint: Any) -> Any:
+        return _toy_build(spec, monitor_dir, checkpoint)
+
+    build.__module__ = "__main__"  # what a function defined in `python my_script.py` reports
+    register(dataclasses.replace(TOY, build=build))
+    try:
+        path = _write_grid(tmp_path / "grid.yaml", "[toy]")
+        with pytest.raises(ConfigError, match=r"declared in the script being run \(__main__\).*module on PYTHONPATH"):
+            run_grid(path, workers=1, output_dir=str(tmp_path / "out"), stream=None)
+        assert not any((tmp_path / "out").rglob("stdout.log"))  # nothing was started
+    finally:
+        unregister(TOY.name)

@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from sb3_pref.experiments.registry import defining_module
 from sb3_pref.experiments.spec import RunSpec
 
 RUN_FILE, HEARTBEAT_FILE, PROGRESS_FILE = "run.json", "heartbeat.json", "progress.csv"
@@ -100,6 +101,9 @@ class RunRecord:
             "wall_time": 0.0,
             "created": now(),
         }
+        module = defining_module(spec.algo)
+        if module is not None:  # a kind from outside the package: the worker imports its module (registry)
+            record.data["kind_module"] = module
         record.save()
         return record
 

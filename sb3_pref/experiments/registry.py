@@ -11,8 +11,15 @@ package imports that module first, so they are here whichever part of the packag
     from sb3_pref.experiments.registry import RunKind, register
 
     register(RunKind(name="a2c", keys=frozenset({"total_timesteps", "lr"}), ...))  # then ``algorithms: [a2c]``
+
+A grid's runs execute in fresh processes (local workers, Ray tasks), which know the built-in kinds only. A run of a
+kind declared elsewhere records the module that defines its ``build`` (:func:`defining_module`), and the worker
+imports that module before it asks for the kind (:func:`import_kind`), so the module must be importable there (on
+``PYTHONPATH``, or installed): a kind declared in the script being run (``__main__``) is refused before any run
+starts (:func:`check_importable`).
 """
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -145,6 +152,49 @@ def run_kind(name: str) -> RunKind:
         return _KINDS[name]
     except KeyError:
         raise ValueError(f"unknown algorithm {name!r}: expected one of {', '.join(_KINDS)}") from None
+
+
+def defining_module(name: str) -> Optional[str]:
+    """
+    :param name: a registered kind's name
+    :return: the module a fresh process must import to know the kind (that of its ``build``), or None for a kind
+        the package registers itself
+    """
+    module = getattr(run_kind(name).build, "__module__", None) or "__main__"
+    return None if module == "sb3_pref" or module.startswith("sb3_pref.") else module
+
+
+def check_importable(name: str) -> None:
+    """
+    :param name: a registered kind's name
+    :raises ValueError: when a worker process could not import the kind's module (it is the running script)
+    """
+    if defining_module(name) == "__main__":
+        raise ValueError(
+            f"run kind {name!r} is declared in the script being run (__main__), which the grid's worker processes "
+            "cannot import: move its RunKind and register() call into a module on PYTHONPATH (e.g. my_kinds.py) "
+            "and import that module from the script"
+        )
+
+
+def import_kind(name: str, module: Optional[str]) -> RunKind:
+    """
+    The kind of a run, importing the module that registers it first when this process does not know it yet.
+
+    :param name: the kind's name
+    :param module: the module ``run.json`` recorded for it (None: a built-in kind)
+    :return: its declaration
+    :raises ValueError: when the kind is still unknown after the import
+    """
+    if name not in _KINDS and module is not None:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ValueError(
+                f"run kind {name!r} is registered by module {module!r}, which this process cannot import ({error}): "
+                "put it on PYTHONPATH (or install it) where the runs execute"
+            ) from error
+    return run_kind(name)
 
 
 def kind_names() -> tuple[str, ...]:

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Optional, TextIO, Union, cast
 
+from sb3_pref.experiments.axes import ConfigError
 from sb3_pref.experiments.backends import Backend, make_backend
 from sb3_pref.experiments.config import GridConfig, RunSpec, load_config
 from sb3_pref.experiments.records import (
@@ -31,6 +32,7 @@ from sb3_pref.experiments.records import (
     read_json,
     write_json,
 )
+from sb3_pref.experiments.registry import check_importable
 
 GRID_FILE, LOCK_FILE = "grid.json", ".grid.lock"
 
@@ -254,6 +256,12 @@ def run_grid(
         if not todo:
             _report_plan(stream, result)
             return result
+        if not isinstance(backend, Backend):  # the built-in backends train in fresh processes
+            for algo in sorted({run.spec.algo for run in todo}):
+                try:
+                    check_importable(algo)
+                except ValueError as error:
+                    raise ConfigError(str(error)) from None
         runner = backend if isinstance(backend, Backend) else make_backend(backend, workers, address)
         try:
             _record_invocation(config, runner, planned)

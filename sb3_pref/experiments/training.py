@@ -39,7 +39,7 @@ from sb3_pref.experiments.records import (
     write_heartbeat,
     write_progress,
 )
-from sb3_pref.experiments.registry import EVAL_SEED_OFFSET, run_kind
+from sb3_pref.experiments.registry import EVAL_SEED_OFFSET, import_kind, run_kind
 from sb3_pref.experiments.spec import RunSpec
 
 CHECKPOINT_DIR = "checkpoints"
@@ -219,6 +219,7 @@ def _execute_locked(record: RunRecord, backend: str, stdout_log: bool) -> dict[s
     # One thread per run: runs are the unit of parallelism, and small nets are faster single-threaded.
     torch.set_num_threads(1)
     spec = record.spec
+    import_kind(spec.algo, record.data.get("kind_module"))  # a fresh worker knows only the built-in kinds
     started, cpu_started = time.monotonic(), time.process_time()
     attempt = len(record.data.get("attempts", []))
     monitor_dir = os.path.join(run_dir, "monitor", f"attempt{attempt}")
