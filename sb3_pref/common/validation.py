@@ -194,6 +194,39 @@ def check_saved_model_file(path: Any) -> None:
         raise ValueError(f"path={path!r} {what}: it is not a complete model saved by model.save(); load an older checkpoint")
 
 
+def check_reward_model_arguments(
+    reward_model: Optional[RewardModel],
+    reward_model_kwargs: Optional[dict[str, Any]],
+    arguments: dict[str, Any],
+    defaults: dict[str, Any],
+) -> None:
+    """
+    A reward model is given once, as an object or as ``RewardModel`` arguments; without one, no option that only
+    applies to preference learning may differ from its default (a config would silently train on the env's reward).
+
+    :param reward_model: the ``reward_model`` argument
+    :param reward_model_kwargs: the ``reward_model_kwargs`` argument
+    :param arguments: the preference options given, by name
+    :param defaults: the options that only apply with a reward model, and their defaults
+    """
+    if reward_model is not None and reward_model_kwargs is not None:
+        raise ValueError("reward_model and reward_model_kwargs were both given: pass one of them")
+    if reward_model_kwargs is not None and not isinstance(reward_model_kwargs, dict):
+        raise ValueError(f"reward_model_kwargs must be a dict of RewardModel arguments, got {reward_model_kwargs!r}")
+    for key in ("obs_dim", "act_dim"):
+        if key in (reward_model_kwargs or {}):
+            raise ValueError(f"reward_model_kwargs must not contain {key!r}: the env's spaces are used")
+    if reward_model is not None or reward_model_kwargs is not None:
+        return
+    given = [name for name, default in defaults.items() if name in arguments and arguments[name] != default]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)} given without a reward model: they only apply to preference learning. Pass "
+            "reward_model=RewardModel(env.observation_space, env.action_space, ...) or reward_model_kwargs={...} "
+            "(e.g. in a YAML config), or remove them to train on the env's reward"
+        )
+
+
 __all__ = [
     "ARCHITECTURE_KEYS",
     "check_bool",
@@ -207,6 +240,7 @@ __all__ = [
     "check_positive_float",
     "check_reference_source",
     "check_reward_model",
+    "check_reward_model_arguments",
     "check_same_reward_model",
     "check_samples",
     "check_saved_model_file",
