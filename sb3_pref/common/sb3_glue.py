@@ -16,7 +16,7 @@ RLHF's KL penalty) into the rollout buffer with :func:`relabel_rollout`. The off
 """
 
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import numpy as np
 from gymnasium import spaces
@@ -51,9 +51,11 @@ from sb3_pref.common.rollout import (
 from sb3_pref.common.rollout_writer import RolloutRewardWriter
 from sb3_pref.common.validation import (
     check_reward_model_arguments,
+    check_reward_model_fits,
     check_same_reward_model,
     check_saved_model_file,
     check_segment_fits,
+    check_teacher_class,
 )
 
 if TYPE_CHECKING:
@@ -190,26 +192,12 @@ class PreferenceAlgorithmMixin(_Base):
         self._ensure_encoder()
         if self.reward_model is None:
             return
-        model = self.reward_model
-        encoder = cast(FeatureEncoder, self._pref_encoder)  # set by _ensure_encoder
-        if (model.obs_dim, model.act_dim) != (encoder.obs_dim, encoder.act_dim):
-            raise ValueError(
-                f"reward_model was built for obs_dim={model.obs_dim}, act_dim={model.act_dim}, but it must see "
-                f"obs_dim={encoder.obs_dim}, act_dim={encoder.act_dim}: build it with "
-                f"RewardModel({self._reward_space_hint()}, env.action_space, ...)"
-            )
+        model, encoder = self.reward_model, self._pref_encoder
+        assert encoder is not None, "set up by _ensure_encoder with the reward model"
+        check_reward_model_fits(model, encoder.obs_dim, encoder.act_dim, self._reward_space_hint())
         check_segment_fits(model.size_segment, self.env, self.segment_capacity)
         teacher = self.teacher if self.teacher is not None else model.teacher
-        if given_at_load:
-            # The caller's teacher is used: its settings win over the saved ones (its class may differ
-            # from the saved one's; then none of the saved teacher state applies to it).
-            self._teacher_class = type(teacher).__name__
-        elif self._teacher_class not in (None, type(teacher).__name__):
-            raise ValueError(
-                f"this model was trained with a {self._teacher_class}, which is not saved with it: "
-                f"pass teacher=<a {self._teacher_class}> to load()"
-            )
-        self._teacher_class = type(teacher).__name__
+        self._teacher_class = check_teacher_class(self._teacher_class, teacher, given_at_load)
         self.preference.setup_learner(
             model, teacher, n_envs=self.n_envs, seed=self.seed, given_at_load=given_at_load,
             normalization_sampler=self._normalization_sampler(), options=learner_options(self),

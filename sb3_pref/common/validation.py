@@ -227,6 +227,41 @@ def check_reward_model_arguments(
         )
 
 
+def check_reward_model_fits(model: RewardModel, obs_dim: int, act_dim: int, space_hint: str) -> None:
+    """
+    The reward model must see the algorithm's reward features.
+
+    :param model: the reward model given or rebuilt
+    :param obs_dim: the width of the observation features the algorithm computes
+    :param act_dim: the width of its action features
+    :param space_hint: how to name the space the model must be built for, in the error
+    """
+    if (model.obs_dim, model.act_dim) != (obs_dim, act_dim):
+        raise ValueError(
+            f"reward_model was built for obs_dim={model.obs_dim}, act_dim={model.act_dim}, but it must see "
+            f"obs_dim={obs_dim}, act_dim={act_dim}: build it with RewardModel({space_hint}, env.action_space, ...)"
+        )
+
+
+def check_teacher_class(saved_class: Optional[str], teacher: Any, given_at_load: Union[bool, str]) -> str:
+    """
+    A loaded model continues with a teacher of the class it was trained with, unless one is given to ``load()``
+    (then the caller's teacher is used: its settings win over the saved ones, and where its class differs none of
+    the saved teacher state applies to it).
+
+    :param saved_class: the teacher class saved with the model (None: none saved, or a new model)
+    :param teacher: the teacher the run goes on with
+    :param given_at_load: whether (and how) a teacher was given to ``load()``
+    :return: the class name to save from now on
+    """
+    if not given_at_load and saved_class not in (None, type(teacher).__name__):
+        raise ValueError(
+            f"this model was trained with a {saved_class}, which is not saved with it: "
+            f"pass teacher=<a {saved_class}> to load()"
+        )
+    return type(teacher).__name__
+
+
 __all__ = [
     "ARCHITECTURE_KEYS",
     "check_bool",
@@ -241,12 +276,14 @@ __all__ = [
     "check_reference_source",
     "check_reward_model",
     "check_reward_model_arguments",
+    "check_reward_model_fits",
     "check_same_reward_model",
     "check_samples",
     "check_saved_model_file",
     "check_schedule_option",
     "check_segment_fits",
     "check_teacher",
+    "check_teacher_class",
     "check_teacher_option",
     "check_unsuper_flag",
     "episode_step_limits",
