@@ -39,7 +39,7 @@ import sb3_pref
 from sb3_pref import SAC_REWARD, RewardModel
 from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner
-from sb3_pref.common.offpolicy import OffPolicyPreferenceMixin
+from sb3_pref.common.offpolicy import ReplayRewardWriter
 from sb3_pref.common.rollout import RolloutRecorder
 from sb3_pref.envs import make_benchmark_vec_env
 
@@ -47,7 +47,7 @@ PHASES = {
     "entropy (search)": (StateEntropyReward, "score"),
     "entropy (lookup)": (StateEntropyReward, "score_rows"),
     "query rounds": (PreferenceLearner, "query_round"),
-    "relabel": (OffPolicyPreferenceMixin, "relabel_replay_buffer"),
+    "relabel": (ReplayRewardWriter, "relabel"),
     "recorder": (RolloutRecorder, "_on_step"),
     "recorder end": (RolloutRecorder, "_on_rollout_end"),
 }

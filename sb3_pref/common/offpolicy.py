@@ -4,7 +4,8 @@ The preference core on an SB3 off-policy algorithm (SAC): PEBBLE's replay-buffer
 The same :class:`~sb3_pref.common.rollout.RolloutRecorder` and
 :class:`~sb3_pref.common.learner.PreferenceLearner` serve both families; what differs is where the
 rewards live. An off-policy ``collect_rollouts`` stores each transition in a replay buffer and calls
-``on_rollout_end`` every ``train_freq`` steps; :class:`OffPolicyPreferenceMixin` then
+``on_rollout_end`` every ``train_freq`` steps; the :class:`ReplayRewardWriter` of :class:`OffPolicyPreferenceMixin`
+(the :class:`~sb3_pref.common.controller.RewardWriter` of a replay buffer) then
 
 - during pretraining, adds the rollout's raw observations to the k-NN set and, at train time,
   rewards each sampled batch with its state entropy against the whole set (as PEBBLE does, so the
@@ -17,18 +18,19 @@ The replay buffer already holds the raw (never VecNormalize-d) observations SB3 
 actions in the policy's [-1, 1] scale: both are re-encoded on the fly, so no extra memory is needed.
 """
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Union
 
 import numpy as np
 import torch as th
 from stable_baselines3.common.buffers import ReplayBuffer
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecNormalize
 from torch import nn
 
 from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner
 from sb3_pref.common.options import OFF_POLICY, document_options, takes_options
-from sb3_pref.common.rollout import PHASE_PRETRAIN, PHASE_TRUE_REWARD
+from sb3_pref.common.rollout import PHASE_PRETRAIN
 from sb3_pref.common.sb3_glue import PreferenceAlgorithmMixin
 
 if TYPE_CHECKING:
@@ -38,6 +40,34 @@ else:
     _OffPolicyBase = object
 
 Observation = Union[np.ndarray, dict[str, np.ndarray]]
+
+
+class EntropySource(Protocol):
+    """What the entropy sampler reads of the algorithm: the pretraining's k-NN set and the reward features."""
+
+    @property
+    def entropy_reward(self) -> Optional[StateEntropyReward]: ...
+
+    def _reward_features(self, raw_obs: Union[np.ndarray, dict]) -> np.ndarray: ...
+
+
+class ReplayWriterHost(EntropySource, Protocol):
+    """What :class:`ReplayRewardWriter` uses of the off-policy algorithm: SB3's members and the stored options."""
+
+    replay_buffer: Any  # SB3's ReplayBuffer, swapped for an _EntropyRewardSampler during pretraining updates
+    policy: Any  # a SACPolicy: unscale_action, critic, critic_target
+    learning_starts: int
+    unsuper_step: int
+    reset_update: int
+    relabel_chunk_size: int
+
+    @property
+    def logger(self) -> Logger: ...
+
+    @property
+    def pref_learner(self) -> Optional[PreferenceLearner]: ...
+
+    def _reward_actions(self, actions: np.ndarray) -> np.ndarray: ...
 
 
 def relabel_replay_buffer(
@@ -83,7 +113,7 @@ class _EntropyRewardSampler:
     state-entropy reward of its raw observations. Everything else is delegated to the buffer.
     """
 
-    def __init__(self, buffer: ReplayBuffer, algorithm: "OffPolicyPreferenceMixin") -> None:
+    def __init__(self, buffer: ReplayBuffer, algorithm: "EntropySource") -> None:
         self.buffer = buffer
         self.algorithm = algorithm
         self.rewards: list[float] = []
@@ -95,7 +125,8 @@ class _EntropyRewardSampler:
         # Raw samples: the k-NN reward must see raw observations, and VecNormalize's reward scale must not apply.
         data, rows = self._sample_raw(batch_size)
         algorithm = self.algorithm
-        entropy = cast(StateEntropyReward, algorithm.entropy_reward)
+        entropy = algorithm.entropy_reward
+        assert entropy is not None, "the sampler stands in for the buffer during pretraining only"
         raw_obs = _to_numpy(data.observations)
         features = algorithm._reward_features(raw_obs)
         if rows is not None and rows.max() < entropy.size and np.array_equal(entropy.buffer[rows].cpu().numpy(), features):
@@ -143,16 +174,122 @@ def _normalized(env: VecNormalize, obs: Observation, device: th.device) -> Union
     return th.as_tensor(normalized, device=device)
 
 
+class ReplayRewardWriter:
+    """
+    Writes the learned rewards into an off-policy algorithm's replay buffer, and the state-entropy reward into the
+    batches sampled while pretraining (see the module docstring).
+
+    :param host: the algorithm
+    """
+
+    #: the plain values saved in SB3's data file, by the names of the algorithm attributes that held them before
+    SAVED_NAMES = ("_pending_reset_updates",)
+
+    def __init__(self, host: ReplayWriterHost) -> None:
+        self.host = host
+        self.pending_reset_updates = 0
+        # Which reward model state the buffer's rewards come from; None forces a full relabel (e.g. after load).
+        self.relabelled_version: Optional[tuple] = None
+
+    # ------------------------------------------------------------------ RewardWriter
+    @property
+    def seed_steps(self) -> int:
+        """SAC's ``learning_starts``: random actions and no gradient step (pretraining covers them too)."""
+        return self.host.learning_starts
+
+    def entropy_capacity(self, n_transitions: int) -> int:
+        # PEBBLE scores a state against every stored state: the k-NN set is the pretraining part of the buffer.
+        return max(self.host.learning_starts + self.host.unsuper_step, n_transitions)
+
+    def rollout_complete(self, obs: np.ndarray) -> None:
+        pass
+
+    def pretrain_rollout(self, entropy: StateEntropyReward, obs: np.ndarray, seen: np.ndarray) -> None:
+        """The rollout's states join the k-NN set; the sampled batches are rewarded at train time (:meth:`train`)."""
+        entropy.add(obs.reshape(seen.size, -1))
+
+    def write_rewards(self, predicted: np.ndarray, seen: np.ndarray) -> None:
+        """After a reward-model update the whole buffer is relabelled, else the rollout's own (newest) rows."""
+        if self.relabelled_version != self._reward_version():
+            self.relabel()
+            return
+        buffer = self.host.replay_buffer
+        rows = (buffer.pos - len(predicted) + np.arange(len(predicted))) % buffer.buffer_size
+        buffer.rewards[rows] = predicted.astype(np.float32)
+
+    def reset_value_head(self) -> None:
+        """PEBBLE resets the critic (both Q-networks, their target copy and the critic's optimizer), not the actor or alpha."""
+        policy = self.host.policy
+        critic, target = policy.critic, policy.critic_target
+        for module in (layer for q_net in critic.q_networks for layer in q_net.modules()):
+            if isinstance(module, nn.Linear):
+                module.reset_parameters()
+        target.load_state_dict(critic.state_dict())
+        critic.optimizer.state.clear()
+        self.pending_reset_updates = self.host.reset_update
+
+    def saved_values(self) -> dict[str, Any]:
+        return {"_pending_reset_updates": self.pending_reset_updates}
+
+    def load_saved_values(self, values: dict[str, Any]) -> None:
+        self.pending_reset_updates = values.get("_pending_reset_updates", self.pending_reset_updates)
+
+    # ------------------------------------------------------------------ the replay buffer
+    def _reward_version(self) -> tuple:
+        learner = self.host.pref_learner
+        assert learner is not None, "relabelling happens only with a reward model"
+        return (learner.reward_model.n_updates, learner.reward_shift, learner.reward_scale)
+
+    def relabel(self) -> int:
+        """Rewrite every reward in the replay buffer with the current reward model; :return: the transitions relabelled"""
+        host, learner = self.host, self.host.pref_learner
+        assert learner is not None, "relabelling happens only with a reward model"
+
+        def reward_fn(obs: Observation, buffer_actions: np.ndarray) -> np.ndarray:
+            # The reward model saw env actions (what the recorder copies); the buffer holds them in [-1, 1].
+            actions = host.policy.unscale_action(buffer_actions)
+            return learner.predict_rewards(host._reward_features(obs), host._reward_actions(actions))
+
+        n = relabel_replay_buffer(host.replay_buffer, reward_fn, chunk_size=host.relabel_chunk_size)
+        self.relabelled_version = self._reward_version()
+        host.logger.record("reward/relabelled", n)
+        return n
+
+    def train(self, algorithm_train: Callable[..., None], gradient_steps: int, batch_size: int, pretraining: bool) -> None:
+        """
+        The algorithm's update, with the extra steps of a critic reset, on the entropy reward while pretraining.
+
+        :param algorithm_train: SAC's ``train``
+        :param gradient_steps: SAC's steps for this update
+        :param batch_size: SAC's batch size
+        :param pretraining: whether the rollout just collected is a pretraining one
+        """
+        host = self.host
+        gradient_steps += self.pending_reset_updates
+        self.pending_reset_updates = 0
+        if not pretraining or host.entropy_reward is None:
+            return algorithm_train(gradient_steps=gradient_steps, batch_size=batch_size)
+        buffer, sampler = host.replay_buffer, _EntropyRewardSampler(host.replay_buffer, host)
+        host.replay_buffer = sampler
+        try:
+            algorithm_train(gradient_steps=gradient_steps, batch_size=batch_size)
+        finally:
+            host.replay_buffer = buffer
+        if sampler.rewards:
+            host.logger.record("reward/entropy_reward_mean", float(np.mean(sampler.rewards)))
+
+
 @document_options(OFF_POLICY)
 class OffPolicyPreferenceMixin(PreferenceAlgorithmMixin, _OffPolicyBase):
     """
     Preference-based reward learning for an SB3 off-policy algorithm with a replay buffer
-    (``class SAC_REWARD(OffPolicyPreferenceMixin, SAC)``): B-Pref's PEBBLE flow.
+    (``class SAC_REWARD(OffPolicyPreferenceMixin, SAC)``): B-Pref's PEBBLE flow, its rewards written by a
+    :class:`ReplayRewardWriter`.
 
     Pretraining covers the ``learning_starts`` seed steps plus ``unsuper_step`` steps (B-Pref's
     ``num_seed_steps + num_unsup_steps``). When it ends: a uniform query round, the whole buffer
-    relabelled, the critic reset (:meth:`_reset_value_head`) and ``reset_update`` extra gradient
-    steps. Without pretraining, the seed steps keep the env's reward (nothing trains on them) and
+    relabelled, the critic reset (:meth:`ReplayRewardWriter.reset_value_head`) and ``reset_update`` extra
+    gradient steps. Without pretraining, the seed steps keep the env's reward (nothing trains on them) and
     the first round comes right after them.
 
     :param args: the algorithm's positional arguments
@@ -167,49 +304,15 @@ class OffPolicyPreferenceMixin(PreferenceAlgorithmMixin, _OffPolicyBase):
     option_family = OFF_POLICY
     reset_update: int
     relabel_chunk_size: int
+    _reward_writer: ReplayRewardWriter
 
     @takes_options(OFF_POLICY)
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._pending_reset_updates = 0
-        # Which reward model state the buffer's rewards come from; None forces a full relabel (e.g. after load).
-        self._relabelled_version: Optional[tuple] = None
         # PreferenceAlgorithmMixin takes the options, and refuses the on-policy ones (they act on a rollout).
         super().__init__(*args, **kwargs)
 
-    # ------------------------------------------------------------------ phases
-    def _pretraining(self) -> bool:
-        return (
-            self.unsuper_flag in (1, 2)
-            and not self._pretrain_done
-            and self._unsuper_steps_done < self.learning_starts + self.unsuper_step
-        )
-
-    def _begin_rollout(self) -> None:
-        if not self._pretraining() and self.num_timesteps < self.learning_starts and not self._pretrain_done:
-            # Seed steps without pretraining: random actions, no gradient step, so no reward to learn yet.
-            self._rollout_phase = PHASE_TRUE_REWARD
-            return
-        super()._begin_rollout()
-
-    def _pretrain_rollout(self, obs: np.ndarray, seen: np.ndarray) -> None:
-        # PEBBLE scores a state against every stored state: the k-NN set is the pretraining part of the buffer.
-        if self.entropy_reward is None:
-            capacity = max(self.learning_starts + self.unsuper_step, seen.size)
-            self.entropy_reward = StateEntropyReward(obs.shape[-1], capacity=capacity, k=self.entropy_k)
-        self.entropy_reward.add(obs.reshape(seen.size, -1))
-
-    def _reward_version(self) -> tuple:
-        learner = cast(PreferenceLearner, self.pref_learner)  # relabelling happens only with a reward model
-        return (learner.reward_model.n_updates, learner.reward_shift, learner.reward_scale)
-
-    def _write_rewards(self, predicted: np.ndarray, seen: np.ndarray) -> None:
-        if self._relabelled_version != self._reward_version():
-            self.relabel_replay_buffer()
-            return
-        # The rollout's transitions are the newest rows of the buffer.
-        buffer = self.replay_buffer
-        rows = (buffer.pos - len(predicted) + np.arange(len(predicted))) % buffer.buffer_size
-        buffer.rewards[rows] = predicted.astype(np.float32)
+    def _make_reward_writer(self, kwargs: dict[str, Any]) -> ReplayRewardWriter:
+        return ReplayRewardWriter(self)
 
     def relabel_replay_buffer(self) -> int:
         """
@@ -217,44 +320,12 @@ class OffPolicyPreferenceMixin(PreferenceAlgorithmMixin, _OffPolicyBase):
 
         :return: the number of transitions relabelled
         """
-        learner = cast(PreferenceLearner, self.pref_learner)
+        return self._reward_writer.relabel()
 
-        def reward_fn(obs: Observation, buffer_actions: np.ndarray) -> np.ndarray:
-            # The reward model saw env actions (what the recorder copies); the buffer holds them in [-1, 1].
-            actions = self.policy.unscale_action(buffer_actions)
-            return learner.predict_rewards(self._reward_features(obs), self._reward_actions(actions))
-
-        n = relabel_replay_buffer(self.replay_buffer, reward_fn, chunk_size=self.relabel_chunk_size)
-        self._relabelled_version = self._reward_version()
-        self.logger.record("reward/relabelled", n)
-        return n
-
-    def _reset_value_head(self) -> None:
-        """PEBBLE resets the critic (both Q-networks, their target copy and the critic's optimizer), not the actor or alpha."""
-        policy: Any = self.policy  # a SACPolicy
-        critic, target = policy.critic, policy.critic_target
-        for module in (layer for q_net in critic.q_networks for layer in q_net.modules()):
-            if isinstance(module, nn.Linear):
-                module.reset_parameters()
-        target.load_state_dict(critic.state_dict())
-        critic.optimizer.state.clear()
-        self._pending_reset_updates = self.reset_update
-
-    # ---------------------------------------------------------------- training
     def train(self, gradient_steps: int, batch_size: int = 64) -> None:
-        algorithm_train = super().train
-        gradient_steps += self._pending_reset_updates
-        self._pending_reset_updates = 0
-        if self._rollout_phase != PHASE_PRETRAIN or self.entropy_reward is None:
-            return algorithm_train(gradient_steps=gradient_steps, batch_size=batch_size)
-        buffer, sampler = self.replay_buffer, _EntropyRewardSampler(self.replay_buffer, self)
-        self.replay_buffer = sampler
-        try:
-            algorithm_train(gradient_steps=gradient_steps, batch_size=batch_size)
-        finally:
-            self.replay_buffer = buffer
-        if sampler.rewards:
-            self.logger.record("reward/entropy_reward_mean", float(np.mean(sampler.rewards)))
+        """SAC's update, with ``reset_update`` more steps after a critic reset, on the entropy reward while pretraining."""
+        pretraining = self.preference.rollout_phase == PHASE_PRETRAIN
+        self._reward_writer.train(super().train, gradient_steps, batch_size, pretraining)
 
     def _check_reward_normalization(self) -> None:
         vec_normalize = self.get_vec_normalize_env()
@@ -263,6 +334,3 @@ class OffPolicyPreferenceMixin(PreferenceAlgorithmMixin, _OffPolicyBase):
                 "VecNormalize(norm_reward=True) would rescale the learned reward by the true reward's statistics "
                 "when the replay buffer is sampled: wrap the env with VecNormalize(..., norm_reward=False)"
             )
-
-    def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "_relabelled_version"]

@@ -1,35 +1,31 @@
 """
 Plugs the preference core into SB3 algorithms without rewriting their rollout loops.
 
-:class:`PreferenceAlgorithmMixin` is what every preference-learning algorithm shares, on-policy or off-policy:
-the constructor arguments and their checks, the set-up of the reward model, teacher and learner (on creation and
-on load), the reward features, the phases of :mod:`sb3_pref.common.phases` and the saved state of
-:mod:`sb3_pref.common.persistence`. Where the learned rewards go depends on the buffer, and belongs to the family:
-each implements the three hooks the phases call (``_pretrain_rollout``, ``_write_rewards``, ``_reset_value_head``).
+:class:`PreferenceAlgorithmMixin` is what every preference-learning algorithm shares: the options and their checks,
+the set-up of the reward model, teacher and learner (on creation and on load), the reward features, ``learn``, the
+recorder and ``save``/``load``. What happens in a rollout belongs to the
+:class:`~sb3_pref.common.controller.PreferenceController` it holds (``preference``); where the rewards go, to the
+:class:`~sb3_pref.common.controller.RewardWriter` its family makes (:meth:`PreferenceAlgorithmMixin._make_reward_writer`).
 
-:class:`PreferenceRewardMixin` is the on-policy family (PPO, A2C, RecurrentPPO). A transition's path:
-``collect_rollouts`` steps the env and calls the callbacks; the :class:`RolloutRecorder` (always the first
-callback) copies the raw observation, the executed action, the true reward and the done flag. When the rollout is
-complete, and before any other callback sees it, :meth:`~sb3_pref.common.phases.PreferencePhasesMixin._finish_rollout`
-hands the transitions to the :class:`~sb3_pref.common.learner.PreferenceLearner`, runs a query round when one is
-due, predicts the whole rollout's rewards in one batched pass and writes them into the rollout buffer with
-:func:`relabel_rollout`, which keeps SB3's time-limit bootstrap and recomputes the advantages. Only this family
-has RLHF's KL penalty and reference samples (:class:`~sb3_pref.common.rlhf.RLHFMixin`), a value head to reset
-and pretraining epochs.
-
-The off-policy family (a replay buffer: ``SAC_REWARD``) is :class:`~sb3_pref.common.offpolicy.OffPolicyPreferenceMixin`,
-which builds on :class:`PreferenceAlgorithmMixin` alone.
+:class:`PreferenceRewardMixin` is the on-policy family (PPO, A2C, RecurrentPPO), whose writer is a
+:class:`~sb3_pref.common.rollout_writer.RolloutRewardWriter`: the :class:`RolloutRecorder` (always the first
+callback) copies each step's raw transition; when the rollout is complete, before any other callback sees it, the
+controller feeds the learner, runs a query round when one is due, and the writer puts the predicted rewards (after
+RLHF's KL penalty) into the rollout buffer with :func:`relabel_rollout`. The off-policy family (``SAC_REWARD``) is
+:class:`~sb3_pref.common.offpolicy.OffPolicyPreferenceMixin`, on :class:`PreferenceAlgorithmMixin` alone.
 """
 
 import inspect
-from typing import Any, Callable, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import numpy as np
-import torch as th
 from gymnasium import spaces
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList, ConvertCallback
+from stable_baselines3.common.policies import BasePolicy
+from stable_baselines3.common.type_aliases import MaybeCallback
 from stable_baselines3.common.utils import LinearSchedule
-from torch import nn
 
+from sb3_pref.common.controller import PreferenceController, RewardWriter
 from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner, make_teacher
 from sb3_pref.common.options import (
@@ -43,11 +39,8 @@ from sb3_pref.common.options import (
     refuse_other_family,
     takes_options,
 )
-from sb3_pref.common.persistence import PreferencePersistenceMixin
-from sb3_pref.common.phases import PreferencePhasesMixin
 from sb3_pref.common.preprocessing import FeatureEncoder
 from sb3_pref.common.reward_model import RewardModel
-from sb3_pref.common.rlhf import RLHFMixin
 from sb3_pref.common.rollout import (
     PHASE_PREFERENCE,
     PHASE_PRETRAIN,
@@ -55,15 +48,45 @@ from sb3_pref.common.rollout import (
     RolloutRecorder,
     relabel_rollout,
 )
-from sb3_pref.common.teachers import ScriptedTeacher
-from sb3_pref.common.validation import check_same_reward_model, check_segment_fits
+from sb3_pref.common.rollout_writer import RolloutRewardWriter
+from sb3_pref.common.validation import (
+    check_reward_model_arguments,
+    check_reward_model_fits,
+    check_same_reward_model,
+    check_saved_model_file,
+    check_segment_fits,
+    check_teacher_class,
+)
+
+if TYPE_CHECKING:
+    # For type checkers only: the mixin runs inside an SB3 algorithm. At run time the base is object.
+    from stable_baselines3.common.base_class import BaseAlgorithm
+    from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm as _OnPolicyBase
+
+    class _Base(BaseAlgorithm):
+        """SB3's base algorithm, whose ``learn`` and ``_setup_model`` the algorithm this mixin runs in implements."""
+
+        def learn(self, *args: Any, **kwargs: Any) -> Any: ...
+
+        def _setup_model(self) -> None: ...
+
+else:
+    _Base = _OnPolicyBase = object
 
 
-class PreferenceAlgorithmMixin(PreferencePhasesMixin, PreferencePersistenceMixin):
+def _old_name(owner: str, name: str) -> Any:
+    """A read-only property that reads ``self.<owner>.<name>``: a value under its old attribute name."""
+    return property(lambda self: getattr(getattr(self, owner), name), doc=f"``{owner}.{name}``, read-only")
+
+
+class PreferenceAlgorithmMixin(_Base):
     """
     The part of a preference-learning algorithm that does not depend on its buffer: the base of
-    :class:`PreferenceRewardMixin` and :class:`~sb3_pref.common.offpolicy.OffPolicyPreferenceMixin`, whose
-    docstrings list the options.
+    :class:`~sb3_pref.common.sb3_glue.PreferenceRewardMixin` and
+    :class:`~sb3_pref.common.offpolicy.OffPolicyPreferenceMixin`, whose docstrings list the options. It holds
+    one :class:`~sb3_pref.common.controller.PreferenceController` (``preference``) and the reward writer of its
+    family (:meth:`_make_reward_writer`), and is the :class:`~sb3_pref.common.rollout.RolloutHost` the recorder
+    reports to.
 
     Its constructor takes the preference options of :mod:`sb3_pref.common.options` by keyword (the algorithm's
     own arguments pass through ``args`` and ``kwargs``), checks them all before anything is changed, and stores
@@ -79,6 +102,7 @@ class PreferenceAlgorithmMixin(PreferencePhasesMixin, PreferencePersistenceMixin
     default_unsuper_flag: int = 1
 
     # For type checkers: the options stored by __init__ (declared in sb3_pref.common.options).
+    reward_model: Optional[RewardModel]
     reward_model_kwargs: Optional[dict[str, Any]]
     teacher: Any
     num_interaction: int
@@ -87,11 +111,13 @@ class PreferenceAlgorithmMixin(PreferencePhasesMixin, PreferencePersistenceMixin
     max_feed: int
     unsuper_step: int
     unsuper_flag: int
+    unsuper_reset_policy: bool
     segment_capacity: int
     entropy_k: int
     anneal_policy_lr: bool
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        writer = self._make_reward_writer(kwargs)
         known = self._known_options()
         given = {option.name: kwargs.pop(option.name) for option in known if option.name in kwargs}
         refuse_other_family(given, self.option_family, type(self).__name__)
@@ -112,17 +138,11 @@ class PreferenceAlgorithmMixin(PreferencePhasesMixin, PreferencePersistenceMixin
         self.reward_model_kwargs = dict(reward_model_kwargs) if reward_model_kwargs else None
         if self.reward_model_kwargs is not None and size_segment is not None:
             self.reward_model_kwargs["size_segment"] = size_segment
-        # Progress that must survive save/load (plain values, stored in SB3's data file).
-        self._num_interactions = 0
-        self._unsuper_steps_done = 0
-        self._pretrain_done = False
-        # The policy as pretraining found it, while pretraining runs with unsuper_reset_policy (saved in pref_state).
-        self._policy_before_pretraining: Optional[dict[str, th.Tensor]] = None
-        self._rollout_phase = PHASE_TRUE_REWARD
         self._reward_model_config = reward_model.get_config() if reward_model is not None else None
         self._teacher_class: Optional[str] = None
-        self.pref_learner: Optional[PreferenceLearner] = None
-        self.entropy_reward: Optional[StateEntropyReward] = None
+        # The phases, learner and saved progress, and where the rewards go (kept across save/load, see save()).
+        self._reward_writer = writer
+        self.preference = PreferenceController(self, writer)
         try:
             super().__init__(*args, **kwargs)
         except Exception:
@@ -138,7 +158,14 @@ class PreferenceAlgorithmMixin(PreferencePhasesMixin, PreferencePersistenceMixin
         return tuple(option for option in PREFERENCE_OPTIONS if ON_POLICY in option.families or family in option.families)
 
     # ------------------------------------------------------------------ set-up
+    def _make_reward_writer(self, kwargs: dict[str, Any]) -> RewardWriter:
+        """:param kwargs: the constructor's keyword arguments; :return: the family's writer (before the checks)"""
+        raise NotImplementedError
+
     def _setup_model(self) -> None:
+        # SB3's load() has set the saved values as attributes (see save()): they belong to the controller.
+        saved = {name: self.__dict__.pop(name) for name in self.preference.saved_values() if name in self.__dict__}
+        self.preference.load_saved_values(saved)
         # load() sets attributes from its keyword arguments without calling __init__: check them again.
         stored = {option.name: getattr(self, option.name) for option in self._known_options() if option.stored}
         check_option_combinations(
@@ -165,47 +192,16 @@ class PreferenceAlgorithmMixin(PreferencePhasesMixin, PreferencePersistenceMixin
         self._ensure_encoder()
         if self.reward_model is None:
             return
-        model = self.reward_model
-        encoder = cast(FeatureEncoder, self._pref_encoder)  # set by _ensure_encoder
-        if (model.obs_dim, model.act_dim) != (encoder.obs_dim, encoder.act_dim):
-            raise ValueError(
-                f"reward_model was built for obs_dim={model.obs_dim}, act_dim={model.act_dim}, but it must see "
-                f"obs_dim={encoder.obs_dim}, act_dim={encoder.act_dim}: build it with "
-                f"RewardModel({self._reward_space_hint()}, env.action_space, ...)"
-            )
+        model, encoder = self.reward_model, self._pref_encoder
+        assert encoder is not None, "set up by _ensure_encoder with the reward model"
+        check_reward_model_fits(model, encoder.obs_dim, encoder.act_dim, self._reward_space_hint())
         check_segment_fits(model.size_segment, self.env, self.segment_capacity)
         teacher = self.teacher if self.teacher is not None else model.teacher
-        if given_at_load:
-            # The caller's teacher is used: its settings win over the saved ones (its class may differ
-            # from the saved one's; then none of the saved teacher state applies to it).
-            self._teacher_class = type(teacher).__name__
-        elif self._teacher_class not in (None, type(teacher).__name__):
-            raise ValueError(
-                f"this model was trained with a {self._teacher_class}, which is not saved with it: "
-                f"pass teacher=<a {self._teacher_class}> to load()"
-            )
-        self._teacher_class = type(teacher).__name__
-        if self.seed is not None and model.n_updates == 0 and model.seed is None:
-            # An untrained model (or a fresh teacher) passed in without a seed follows the algorithm's
-            # seed, so that the same seed gives the same run.
-            model.reset_parameters(self.seed)
-        if not given_at_load and self.seed is not None and isinstance(teacher, ScriptedTeacher) and teacher.seed is None:
-            if teacher.counters["asked"] == 0:
-                teacher.reseed(self.seed)
-        self.pref_learner = PreferenceLearner(
-            model,
-            n_envs=self.n_envs,
-            teacher=teacher,
-            normalization_sampler=self._normalization_sampler(),
-            seed=self.seed,
-            **learner_options(self),
-        )
-        if given_at_load:
-            # By preset name: our own new object, which continues the saved counters and label stream
-            # under the settings asked for. An object: the caller's settings and generator are kept, and
-            # the run's counters and bookkeeping continue in it (a human teacher must know which answers
-            # the saved dataset already holds, or it would hand them over twice).
-            self.pref_learner.restore_teacher = "progress" if given_at_load == "preset" else "counters"
+        self._teacher_class = check_teacher_class(self._teacher_class, teacher, given_at_load)
+        self.preference.setup_learner(
+            model, teacher, n_envs=self.n_envs, seed=self.seed, given_at_load=given_at_load,
+            normalization_sampler=self._normalization_sampler(), options=learner_options(self),
+        )  # fmt: skip
 
     def _setup_policy_schedule(self) -> None:
         """Right after the algorithm's own set-up: ``anneal_policy_lr`` (a family may add its own set-up here)."""
@@ -227,30 +223,13 @@ class PreferenceAlgorithmMixin(PreferencePhasesMixin, PreferencePersistenceMixin
         cls, reward_model: Optional[RewardModel], reward_model_kwargs: Optional[dict[str, Any]], arguments: dict[str, Any]
     ) -> None:
         """Before training starts: a config with preference settings but no model would silently train on the env's reward."""
-        if reward_model is not None and reward_model_kwargs is not None:
-            raise ValueError("reward_model and reward_model_kwargs were both given: pass one of them")
-        if reward_model_kwargs is not None and not isinstance(reward_model_kwargs, dict):
-            raise ValueError(f"reward_model_kwargs must be a dict of RewardModel arguments, got {reward_model_kwargs!r}")
-        for key in ("obs_dim", "act_dim"):
-            if key in (reward_model_kwargs or {}):
-                raise ValueError(f"reward_model_kwargs must not contain {key!r}: the env's spaces are used")
-        if reward_model is not None or reward_model_kwargs is not None:
-            return
         # The class's own defaults where it lists them (a subclass may change them, and load() rebuilds the
         # object with them), the declared ones for a class that passes **kwargs on (RL2).
         own = inspect.signature(cls.__init__).parameters
-        defaults = {option.name: option.default_for(cls.option_family) for option in cls._known_options()}
-        defaults.update({name: parameter.default for name, parameter in own.items() if name in defaults})
-        given = [
-            option.name for option in cls._known_options()
-            if option.model_only and option.name in arguments and arguments[option.name] != defaults[option.name]
-        ]  # fmt: skip
-        if given:
-            raise ValueError(
-                f"{', '.join(given)} given without a reward model: they only apply to preference learning. Pass "
-                "reward_model=RewardModel(env.observation_space, env.action_space, ...) or reward_model_kwargs={...} "
-                "(e.g. in a YAML config), or remove them to train on the env's reward"
-            )
+        family = cls.option_family
+        model_only = {option.name: option.default_for(family) for option in cls._known_options() if option.model_only}
+        defaults = {name: own[name].default if name in own else default for name, default in model_only.items()}
+        check_reward_model_arguments(reward_model, reward_model_kwargs, arguments, defaults)
 
     def _ensure_encoder(self) -> None:
         # Only runs that learn a reward or pretrain need flat features (image envs can still use the true reward).
@@ -279,9 +258,133 @@ class PreferenceAlgorithmMixin(PreferencePhasesMixin, PreferencePersistenceMixin
         """Where segments must not cross: episode ends (an algorithm playing several episodes as one may add its own)."""
         return dones
 
+    # ------------------------------------------------------------------ learn
+    def learn(
+        self,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        log_interval: int = 1,
+        tb_log_name: Optional[str] = None,
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+        unsuper_flag: Optional[int] = None,
+    ):
+        """
+        SB3's ``learn`` plus B-Pref's ``unsuper_flag`` (see the class docstring; None keeps the constructor's).
+        """
+        if unsuper_flag is not None:
+            if unsuper_flag not in (0, 1, 2):
+                raise ValueError(f"unsuper_flag must be 0 (no pretraining), 1 or 2, got {unsuper_flag!r}")
+            self.unsuper_flag = unsuper_flag
+            self._ensure_encoder()
+        self.preference.warn_if_pretraining_dominates(total_timesteps)
+        return super().learn(
+            total_timesteps=total_timesteps,
+            callback=callback,
+            log_interval=log_interval,
+            tb_log_name=tb_log_name or type(self).__name__,
+            reset_num_timesteps=reset_num_timesteps,
+            progress_bar=progress_bar,
+        )
+
+    def _init_callback(self, callback: MaybeCallback, progress_bar: bool = False) -> BaseCallback:
+        if isinstance(callback, list):
+            callback = CallbackList(callback)
+        if callback is not None and not isinstance(callback, BaseCallback):
+            callback = ConvertCallback(callback)
+        # The recorder goes first so that user callbacks see the relabelled rollout.
+        recorder = [RolloutRecorder()] if self._pref_encoder is not None else []
+        callbacks = recorder + ([callback] if callback is not None else [])
+        return super()._init_callback(CallbackList(callbacks), progress_bar)
+
+    # ------------------------------------------------------------------ RolloutHost: the controller's
+    def _begin_rollout(self) -> None:
+        self.preference.begin_rollout()
+
+    def _segment_info_keys(self) -> tuple[str, ...]:
+        return self.preference.segment_info_keys()
+
+    def _finish_rollout(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        true: np.ndarray,
+        seen: np.ndarray,
+        dones: np.ndarray,
+        extras: Optional[dict[str, np.ndarray]] = None,
+    ) -> None:
+        self.preference.finish_rollout(obs, actions, true, seen, dones, extras=extras)
+
+    # ------------------------------------------------------------------ the controller's state, by its old names
+    @property
+    def pref_learner(self) -> Optional[PreferenceLearner]:
+        """The :class:`~sb3_pref.common.learner.PreferenceLearner` (None without a reward model)."""
+        return self.preference.learner
+
+    @property
+    def entropy_reward(self) -> Optional[StateEntropyReward]:
+        """The k-NN state-entropy reward while pretraining runs, else None."""
+        return self.preference.entropy_reward
+
+    # Read-only, under the names the values had as the algorithm's attributes (tests and user code read them).
+    _rollout_phase = _old_name("preference", "rollout_phase")
+    _pretrain_done = _old_name("preference", "pretrain_done")
+    _num_interactions = _old_name("preference", "num_interactions")
+    _unsuper_steps_done = _old_name("preference", "unsuper_steps_done")
+    _policy_before_pretraining = _old_name("preference", "policy_before_pretraining")
+
+    # ------------------------------------------------------------------ save / load
+    @classmethod
+    def load(cls, path: Any, env: Any = None, device: Any = "auto", **kwargs: Any) -> Any:  # type: ignore[override]
+        """
+        SB3's ``load``, plus: a ``teacher=`` given here keeps its settings (and, for an object, its
+        random generator) instead of the saved teacher's, while the run's counters and bookkeeping
+        continue in it; a damaged file raises one clear ``ValueError`` that names it.
+
+        :param path: the saved model (``.zip``), a path or an open file
+        :param env: the env to continue on (same spaces as at save time)
+        :param device: torch device
+        :param kwargs: attributes to set on the loaded model (``teacher``, ``reward_model``, ...) and
+            SB3's ``custom_objects``, ``print_system_info``, ``force_reset``
+        """
+        if kwargs.get("teacher") is not None:
+            kwargs["_teacher_given_at_load"] = "preset" if isinstance(kwargs["teacher"], str) else "object"
+        check_saved_model_file(path)
+        return super().load(path, env=env, device=device, **kwargs)
+
+    def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
+        """
+        SB3's ``save``. The controller's and the writer's plain values (the phase, its counters, RLHF's reference
+        settings) go into SB3's data file under the names the algorithm attributes had before they moved there,
+        so that files keep one format; :meth:`_setup_model` hands them back on load.
+        """
+        values = self.preference.saved_values()
+        self.__dict__.update(values)
+        try:
+            super().save(path, exclude=exclude, include=include)
+        finally:
+            for name in values:
+                del self.__dict__[name]
+
+    def _excluded_save_params(self) -> list[str]:
+        pref = ["reward_model", "teacher", "preference", "_reward_writer", "_pref_encoder", "_teacher_given_at_load"]
+        return [*super()._excluded_save_params(), *pref]
+
+    def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
+        state_dicts, variables = super()._get_torch_save_params()
+        if self.reward_model is not None:
+            state_dicts = [*state_dicts, "reward_model.ensemble", "reward_model.optimizer", "pref_state"]
+        return state_dicts, variables
+
+    @property
+    def pref_state(self) -> PreferenceController:
+        """SB3 saves and loads this like a module: labels, segments, budget, teacher and pretraining buffer."""
+        return self.preference
+
+
 
 @document_options(ON_POLICY)
-class PreferenceRewardMixin(PreferenceAlgorithmMixin, RLHFMixin):
+class PreferenceRewardMixin(PreferenceAlgorithmMixin, _OnPolicyBase):
     """
     Preference-based reward learning for an SB3 on-policy algorithm (``class X(PreferenceRewardMixin, PPO)``).
 
@@ -299,72 +402,42 @@ class PreferenceRewardMixin(PreferenceAlgorithmMixin, RLHFMixin):
     unsuper_n_epochs: Optional[int]
     n_epochs: int  # the algorithm's, where it has epochs (PPO, RecurrentPPO; not A2C)
     normalize_reward_samples: str
+    kl_coef: float
+    kl_target: Optional[float]
+    kl_horizon: int
+    whiten_reward: bool
+    zero_value_head: bool
+
+    _reward_writer: RolloutRewardWriter
 
     @takes_options(ON_POLICY)
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # Only stored here; PreferenceAlgorithmMixin.__init__ checks the value before the algorithm is built.
-        self._init_rlhf(kwargs.get("reference_policy"))
         super().__init__(*args, **kwargs)
+
+    def _make_reward_writer(self, kwargs: dict[str, Any]) -> RolloutRewardWriter:
+        # Only stored here; PreferenceAlgorithmMixin.__init__ checks the value before the algorithm is built.
+        return RolloutRewardWriter(self, kwargs.get("reference_policy"))
 
     def _setup_policy_schedule(self) -> None:
         super()._setup_policy_schedule()
-        self._setup_rlhf()
+        self._reward_writer.setup()
 
     def _normalization_sampler(self) -> Optional[Callable[[], np.ndarray]]:
-        return self._reference_features if self.normalize_reward_samples == "reference" else None
+        return self._reward_writer.reference_features if self.normalize_reward_samples == "reference" else None
 
-    # ------------------------------------------------------------------ the rollout's rewards
-    def _finish_rollout(
-        self,
-        obs: np.ndarray,
-        actions: np.ndarray,
-        true: np.ndarray,
-        seen: np.ndarray,
-        dones: np.ndarray,
-        extras: Optional[dict[str, np.ndarray]] = None,
-    ) -> None:
-        self._rlhf_stash(obs)
-        super()._finish_rollout(obs, actions, true, seen, dones, extras=extras)
-
-    def _pretrain_rollout(self, obs: np.ndarray, seen: np.ndarray) -> None:
-        """
-        On-policy pretraining: the rollout's rewards become the k-NN state-entropy reward of the states acted in.
-
-        :param obs: ``(T, n_envs, obs_dim)`` encoded raw observations the actions were taken in
-        :param seen: ``(T, n_envs)`` rewards the env returned to the algorithm
-        """
-        n_transitions = seen.size
-        if self.entropy_reward is None:
-            # B-Pref keeps unsuper_step observations; bounded here so that a huge unsuper_step
-            # cannot allocate more than entropy_capacity rows (one rollout always fits).
-            capacity = max(min(self.unsuper_step, self.entropy_capacity), n_transitions)
-            self.entropy_reward = StateEntropyReward(obs.shape[-1], capacity=capacity, k=self.entropy_k)
-        # As B-Pref: each transition is scored by the observation its action was taken in (see
-        # docs/bpref-differences.md for the neighbours).
-        intrinsic = self.entropy_reward.compute(obs.reshape(n_transitions, -1)).reshape(seen.shape)
-        relabel_rollout(self.rollout_buffer, intrinsic, seen)
-        self.logger.record("reward/entropy_reward_mean", float(intrinsic.mean()))
-
-    def _write_rewards(self, predicted: np.ndarray, seen: np.ndarray) -> None:
-        """The finished rollout trains on ``predicted`` ``(T, n_envs)`` (see :func:`relabel_rollout`)."""
-        relabel_rollout(self.rollout_buffer, self._rlhf_rewards(predicted), seen)
-
-    def _reset_value_head(self) -> None:
-        """Re-initialise the value head (as SB3 initialises it) when the reward it predicted changes."""
-        value_net: nn.Linear = self.policy.value_net
-        for parameter in value_net.parameters():
-            self.policy.optimizer.state.pop(parameter, None)
-        if self.zero_value_head:  # the RLHF document's N(0, 0) value head
-            nn.init.zeros_(value_net.weight)
-        else:
-            nn.init.orthogonal_(value_net.weight, gain=1.0)
-        nn.init.zeros_(value_net.bias)
+    def _setup_learn(
+        self, total_timesteps: int, callback: Any = None, reset_num_timesteps: bool = True, *args: Any, **kwargs: Any
+    ) -> Any:
+        envs_reset = reset_num_timesteps or self._last_obs is None
+        result = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, *args, **kwargs)
+        self._reward_writer.setup_learn(envs_reset)
+        return result
 
     # ---------------------------------------------------------------- training
     def train(self) -> None:
         """The algorithm's update, with ``unsuper_n_epochs`` epochs while pretraining."""
         # Algorithms without epochs (A2C: one gradient step per rollout) train with their usual update.
-        if self._rollout_phase != PHASE_PRETRAIN or not hasattr(self, "n_epochs") or self.unsuper_n_epochs is None:
+        if self.preference.rollout_phase != PHASE_PRETRAIN or not hasattr(self, "n_epochs") or self.unsuper_n_epochs is None:
             return super().train()
         # B-Pref trains the policy harder on the intrinsic reward.
         n_epochs: int = self.n_epochs
@@ -374,16 +447,25 @@ class PreferenceRewardMixin(PreferenceAlgorithmMixin, RLHFMixin):
         finally:
             self.n_epochs = n_epochs
 
-    # ------------------------------------------------------------------ save / load
-    def _excluded_save_params(self) -> list[str]:
-        rlhf = ["reference_policy", "_reference_input", "_reference_kl", "_rollout_stash", "_rlhf_rng"]
-        return [*super()._excluded_save_params(), *rlhf]
-
+    # ------------------------------------------------------------------ save / load, and RLHF's state
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         state_dicts, variables = super()._get_torch_save_params()
         if self.reference_policy is not None:
             state_dicts = [*state_dicts, "reference_policy"]
         return state_dicts, variables
+
+    @property
+    def reference_policy(self) -> Optional[BasePolicy]:
+        """The frozen policy of RLHF's KL penalty (None without one; ``"initial"``: set when ``learn`` starts)."""
+        return self._reward_writer.reference_policy
+
+    # Read-only, under the names RLHF's values had as the algorithm's attributes.
+    reference_source = _old_name("_reward_writer", "reference_source")
+    _reference_kl = _old_name("_reward_writer", "reference_kl")
+    _rollout_stash = _old_name("_reward_writer", "rollout_stash")
+
+    def _reference_features(self) -> np.ndarray:
+        return self._reward_writer.reference_features()
 
 
 __all__ = [

@@ -194,6 +194,74 @@ def check_saved_model_file(path: Any) -> None:
         raise ValueError(f"path={path!r} {what}: it is not a complete model saved by model.save(); load an older checkpoint")
 
 
+def check_reward_model_arguments(
+    reward_model: Optional[RewardModel],
+    reward_model_kwargs: Optional[dict[str, Any]],
+    arguments: dict[str, Any],
+    defaults: dict[str, Any],
+) -> None:
+    """
+    A reward model is given once, as an object or as ``RewardModel`` arguments; without one, no option that only
+    applies to preference learning may differ from its default (a config would silently train on the env's reward).
+
+    :param reward_model: the ``reward_model`` argument
+    :param reward_model_kwargs: the ``reward_model_kwargs`` argument
+    :param arguments: the preference options given, by name
+    :param defaults: the options that only apply with a reward model, and their defaults
+    """
+    if reward_model is not None and reward_model_kwargs is not None:
+        raise ValueError("reward_model and reward_model_kwargs were both given: pass one of them")
+    if reward_model_kwargs is not None and not isinstance(reward_model_kwargs, dict):
+        raise ValueError(f"reward_model_kwargs must be a dict of RewardModel arguments, got {reward_model_kwargs!r}")
+    for key in ("obs_dim", "act_dim"):
+        if key in (reward_model_kwargs or {}):
+            raise ValueError(f"reward_model_kwargs must not contain {key!r}: the env's spaces are used")
+    if reward_model is not None or reward_model_kwargs is not None:
+        return
+    given = [name for name, default in defaults.items() if name in arguments and arguments[name] != default]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)} given without a reward model: they only apply to preference learning. Pass "
+            "reward_model=RewardModel(env.observation_space, env.action_space, ...) or reward_model_kwargs={...} "
+            "(e.g. in a YAML config), or remove them to train on the env's reward"
+        )
+
+
+def check_reward_model_fits(model: RewardModel, obs_dim: int, act_dim: int, space_hint: str) -> None:
+    """
+    The reward model must see the algorithm's reward features.
+
+    :param model: the reward model given or rebuilt
+    :param obs_dim: the width of the observation features the algorithm computes
+    :param act_dim: the width of its action features
+    :param space_hint: how to name the space the model must be built for, in the error
+    """
+    if (model.obs_dim, model.act_dim) != (obs_dim, act_dim):
+        raise ValueError(
+            f"reward_model was built for obs_dim={model.obs_dim}, act_dim={model.act_dim}, but it must see "
+            f"obs_dim={obs_dim}, act_dim={act_dim}: build it with RewardModel({space_hint}, env.action_space, ...)"
+        )
+
+
+def check_teacher_class(saved_class: Optional[str], teacher: Any, given_at_load: Union[bool, str]) -> str:
+    """
+    A loaded model continues with a teacher of the class it was trained with, unless one is given to ``load()``
+    (then the caller's teacher is used: its settings win over the saved ones, and where its class differs none of
+    the saved teacher state applies to it).
+
+    :param saved_class: the teacher class saved with the model (None: none saved, or a new model)
+    :param teacher: the teacher the run goes on with
+    :param given_at_load: whether (and how) a teacher was given to ``load()``
+    :return: the class name to save from now on
+    """
+    if not given_at_load and saved_class not in (None, type(teacher).__name__):
+        raise ValueError(
+            f"this model was trained with a {saved_class}, which is not saved with it: "
+            f"pass teacher=<a {saved_class}> to load()"
+        )
+    return type(teacher).__name__
+
+
 __all__ = [
     "ARCHITECTURE_KEYS",
     "check_bool",
@@ -207,12 +275,15 @@ __all__ = [
     "check_positive_float",
     "check_reference_source",
     "check_reward_model",
+    "check_reward_model_arguments",
+    "check_reward_model_fits",
     "check_same_reward_model",
     "check_samples",
     "check_saved_model_file",
     "check_schedule_option",
     "check_segment_fits",
     "check_teacher",
+    "check_teacher_class",
     "check_teacher_option",
     "check_unsuper_flag",
     "episode_step_limits",

@@ -13,9 +13,7 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_pref.common.learner import PreferenceLearner
 from sb3_pref.common.options import ON_POLICY, document_options
-from sb3_pref.common.preprocessing import FeatureEncoder
 from sb3_pref.common.rollout import PHASE_PREFERENCE, PHASE_PRETRAIN
 from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 from sb3_pref.envs.trial import (
@@ -113,8 +111,8 @@ class RL2(PreferenceRewardMixin, RecurrentPPO):
         layout = self._layout()
         if layout is None or isinstance(env, LearnedRewardObservation):
             return env
-        # callers check pref_learner is not None; the encoder is built with it
-        learner, encoder = cast(PreferenceLearner, self.pref_learner), cast(FeatureEncoder, self._pref_encoder)
+        learner, encoder = self.preference.learner, self._pref_encoder
+        assert learner is not None and encoder is not None, "callers check there is a learner; the encoder comes with it"
         return LearnedRewardObservation(env, learner.predict_rewards, encoder.encode_actions, layout)
 
     def set_env(self, env: GymEnv, force_reset: bool = True) -> None:
@@ -153,7 +151,7 @@ class RL2(PreferenceRewardMixin, RecurrentPPO):
         super()._begin_rollout()
         if isinstance(self.env, LearnedRewardObservation):
             fill = {PHASE_PREFERENCE: "predicted", PHASE_PRETRAIN: "zero"}
-            self.env.fill = fill.get(self._rollout_phase, "true")
+            self.env.fill = fill.get(self.preference.rollout_phase, "true")
 
     def _setup_learn(
         self,

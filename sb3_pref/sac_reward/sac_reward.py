@@ -29,7 +29,6 @@ def _check_action_space(env: Union[GymEnv, str, None]) -> None:
         )
 
 
-# The mixins are typed against OnPolicyAlgorithm (their usual host), hence the ignore: SAC's members win at run time.
 @document_options(OFF_POLICY)
 class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PPO_REWARD
     """

@@ -1,0 +1,330 @@
+"""
+The preference controller: what happens in each rollout of a preference-learning SB3 algorithm, on-policy or
+off-policy. It owns the phase (state-entropy pretraining, learning from preferences, or the env's own reward) and
+its counters, the :class:`~sb3_pref.common.learner.PreferenceLearner`, the pretraining's
+:class:`~sb3_pref.common.entropy.StateEntropyReward`, the query rounds and the state saved with the model.
+
+It reaches the algorithm through :class:`PreferenceHost` (a few SB3 members and the options the algorithm stores),
+and the algorithm's buffer through a :class:`RewardWriter`, one per buffer kind: the rollout buffer's
+(:class:`~sb3_pref.common.rollout_writer.RolloutRewardWriter`) or the replay buffer's
+(:class:`~sb3_pref.common.offpolicy.ReplayRewardWriter`). The algorithm holds one controller (``preference``) and
+one writer, and hands each finished rollout to :meth:`PreferenceController.finish_rollout`.
+"""
+
+import sys
+import warnings
+from types import FrameType
+from typing import Any, Callable, Optional, Protocol, Union
+
+import numpy as np
+import torch as th
+from stable_baselines3.common.logger import Logger
+
+from sb3_pref.common.entropy import StateEntropyReward
+from sb3_pref.common.learner import PreferenceLearner, to_numpy_state, to_torch_state
+from sb3_pref.common.reward_model import RewardModel
+from sb3_pref.common.rollout import PHASE_PREFERENCE, PHASE_PRETRAIN, PHASE_TRUE_REWARD
+from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
+
+#: ``learn`` warns when pretraining would take more than this share of the steps it is asked for.
+PRETRAIN_WARN_SHARE = 0.25
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first caller outside sb3_pref (subclasses add ``learn`` frames)."""
+    frame: Optional[FrameType] = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("sb3_pref"):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+class PreferenceHost(Protocol):
+    """What the controller uses of the SB3 algorithm it runs in: SB3's members and the stored preference options."""
+
+    policy: Any  # SB3's policy: state_dict / load_state_dict, its optimizer and device
+    num_timesteps: int
+    unsuper_flag: int
+    unsuper_step: int
+    unsuper_reset_policy: bool
+    num_interaction: int
+    entropy_k: int
+
+    @property
+    def logger(self) -> Logger: ...
+
+
+class RewardWriter(Protocol):
+    """
+    Where a buffer kind puts a finished rollout's rewards: the controller decides when, the writer knows the buffer.
+    Each writer also keeps a few plain values in SB3's data file (:meth:`saved_values`), under the names the
+    algorithm attributes had before the glue was composed, so that files keep their format.
+    """
+
+    @property
+    def seed_steps(self) -> int:
+        """Env steps at the start of a run that belong to no phase of their own: SAC's ``learning_starts`` seed
+        steps (pretraining covers them too, when there is one); 0 for a rollout buffer."""
+        ...
+
+    def entropy_capacity(self, n_transitions: int) -> int:
+        """How many observations the k-NN set of pretraining keeps (at least one rollout's ``n_transitions``)."""
+        ...
+
+    def rollout_complete(self, obs: np.ndarray) -> None:
+        """A rollout is complete, before anything else uses it. :param obs: ``(T, n_envs, obs_dim)`` encoded observations"""
+        ...
+
+    def pretrain_rollout(self, entropy: StateEntropyReward, obs: np.ndarray, seen: np.ndarray) -> None:
+        """
+        A pretraining rollout is complete: give its transitions their state-entropy reward.
+
+        :param entropy: the k-NN set of the pretraining states so far
+        :param obs: ``(T, n_envs, obs_dim)`` encoded raw observations the actions were taken in
+        :param seen: ``(T, n_envs)`` rewards the env returned to the algorithm
+        """
+        ...
+
+    def write_rewards(self, predicted: np.ndarray, seen: np.ndarray) -> None:
+        """
+        A preference-phase rollout is complete: the algorithm trains on ``predicted`` from now on.
+
+        :param predicted: ``(T, n_envs)`` the reward model's rewards of the rollout's transitions
+        :param seen: ``(T, n_envs)`` rewards the env returned to the algorithm
+        """
+        ...
+
+    def reset_value_head(self) -> None:
+        """Pretraining has ended: forget the values the state-entropy reward taught."""
+        ...
+
+    def saved_values(self) -> dict[str, Any]:
+        """Plain values saved in SB3's data file, by name."""
+        ...
+
+    def load_saved_values(self, values: dict[str, Any]) -> None:
+        """:param values: what :meth:`saved_values` returned at save time (names missing from old files are left out)"""
+        ...
+
+
+class PreferenceController:
+    """
+    The phases and the preference learning of one algorithm (see the module docstring).
+
+    :param host: the algorithm
+    :param writer: its buffer kind's reward writer
+    """
+
+    #: the progress saved in SB3's data file, by the names of the algorithm attributes that held it before
+    SAVED_NAMES = ("_num_interactions", "_unsuper_steps_done", "_pretrain_done", "_rollout_phase")
+
+    def __init__(self, host: PreferenceHost, writer: RewardWriter) -> None:
+        self.host = host
+        self.writer = writer
+        self.learner: Optional[PreferenceLearner] = None
+        self.entropy_reward: Optional[StateEntropyReward] = None
+        # Progress that must survive save/load (plain values, stored in SB3's data file).
+        self.num_interactions = 0
+        self.unsuper_steps_done = 0
+        self.pretrain_done = False
+        self.rollout_phase = PHASE_TRUE_REWARD
+        # The policy as pretraining found it, while pretraining runs with unsuper_reset_policy (saved in pref_state).
+        self.policy_before_pretraining: Optional[dict[str, th.Tensor]] = None
+
+    # ------------------------------------------------------------------ set-up
+    def setup_learner(
+        self,
+        model: RewardModel,
+        teacher: BaseTeacher,
+        n_envs: int,
+        seed: Optional[int],
+        given_at_load: Union[bool, str],
+        normalization_sampler: Optional[Callable[[], np.ndarray]],
+        options: dict[str, Any],
+    ) -> PreferenceLearner:
+        """
+        Build the learner (on creation and on load, before the saved state arrives).
+
+        :param model: the reward model, checked against the env
+        :param teacher: the teacher that answers (the caller's, or the reward model's)
+        :param n_envs: the algorithm's envs
+        :param seed: the algorithm's seed: an unseeded untrained model and an unseeded fresh teacher follow it
+        :param given_at_load: False, or how a teacher was given to ``load()`` (``"preset"``, ``"object"``)
+        :param normalization_sampler: the samples the reward's gain/bias are fitted on (None: recent transitions)
+        :param options: the learner's options, as the algorithm stores them
+        """
+        if seed is not None and model.n_updates == 0 and model.seed is None:
+            # An untrained model (or a fresh teacher) passed in without a seed follows the algorithm's
+            # seed, so that the same seed gives the same run.
+            model.reset_parameters(seed)
+        if not given_at_load and seed is not None and isinstance(teacher, ScriptedTeacher) and teacher.seed is None:
+            if teacher.counters["asked"] == 0:
+                teacher.reseed(seed)
+        learner = self.learner = PreferenceLearner(
+            model, n_envs=n_envs, teacher=teacher, normalization_sampler=normalization_sampler, seed=seed, **options
+        )
+        if given_at_load:
+            # By preset name: our own new object, which continues the saved counters and label stream
+            # under the settings asked for. An object: the caller's settings and generator are kept, and
+            # the run's counters and bookkeeping continue in it (a human teacher must know which answers
+            # the saved dataset already holds, or it would hand them over twice).
+            learner.restore_teacher = "progress" if given_at_load == "preset" else "counters"
+        return learner
+
+    # ------------------------------------------------------------------ learn
+    def warn_if_pretraining_dominates(self, total_timesteps: int) -> None:
+        """Tell the user when state-entropy pretraining would take a large share of this ``learn`` call."""
+        host = self.host
+        if host.unsuper_flag not in (1, 2) or self.pretrain_done:
+            return
+        left = host.unsuper_step - self.unsuper_steps_done
+        if left > PRETRAIN_WARN_SHARE * total_timesteps:
+            warnings.warn(
+                f"state-entropy pretraining takes {left} of this run's {total_timesteps} env steps "
+                f"({left / total_timesteps:.0%}): the policy learns nothing about the task meanwhile, and its "
+                "pretrained behaviour must be unlearned afterwards. Lower unsuper_step (e.g. "
+                f"unsuper_step={int(0.1 * total_timesteps)}) or skip pretraining with learn(..., unsuper_flag=0)",
+                stacklevel=_user_stacklevel(),
+            )
+
+    # ------------------------------------------------------------------ phases
+    def pretraining(self) -> bool:
+        """Whether the next rollout is a pretraining one (the seed steps count towards pretraining)."""
+        host = self.host
+        return (
+            host.unsuper_flag in (1, 2)
+            and not self.pretrain_done
+            and self.unsuper_steps_done < self.writer.seed_steps + host.unsuper_step
+        )
+
+    def begin_rollout(self) -> None:
+        """A rollout starts: decide its phase (and keep the policy when pretraining is about to change it)."""
+        host = self.host
+        pretraining = self.pretraining()
+        if not pretraining and host.num_timesteps < self.writer.seed_steps and not self.pretrain_done:
+            # Seed steps without pretraining: random actions, no gradient step, so no reward to learn yet.
+            self.rollout_phase = PHASE_TRUE_REWARD
+            return
+        if pretraining:
+            if host.unsuper_reset_policy and self.unsuper_steps_done == 0:
+                # A copy, not a reference: the state dict's tensors are the live parameters.
+                self.policy_before_pretraining = {
+                    name: tensor.detach().clone() for name, tensor in host.policy.state_dict().items()
+                }
+            self.rollout_phase = PHASE_PRETRAIN
+            return
+        if host.unsuper_flag in (1, 2) and not self.pretrain_done:
+            self.end_pretraining()
+        use_preferences = self.learner is not None and host.unsuper_flag != 2
+        self.rollout_phase = PHASE_PREFERENCE if use_preferences else PHASE_TRUE_REWARD
+
+    def end_pretraining(self) -> None:
+        """Pretraining is over: a uniform query round, and the policy back (or its value head reset)."""
+        host = self.host
+        self.pretrain_done = True
+        self.entropy_reward = None
+        if host.unsuper_flag == 1 and self.learner is not None and len(self.learner.store) > 0:
+            self.log_round(self.learner.query_round("uniform"))
+        self.num_interactions = 0
+        if self.policy_before_pretraining is not None:
+            # The value head comes back untrained as well, so no reset is needed after this.
+            host.policy.load_state_dict(self.policy_before_pretraining)
+            host.policy.optimizer.state.clear()
+            self.policy_before_pretraining = None
+        else:
+            self.writer.reset_value_head()
+
+    def segment_info_keys(self) -> tuple[str, ...]:
+        """``info`` keys recorded with every transition: what the teacher needs to show a segment."""
+        teacher = self.learner.teacher if self.learner is not None else None
+        return tuple(getattr(teacher, "required_info_keys", ()))
+
+    def finish_rollout(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        true: np.ndarray,
+        seen: np.ndarray,
+        dones: np.ndarray,
+        extras: Optional[dict[str, np.ndarray]] = None,
+    ) -> None:
+        """
+        A rollout is complete (see :meth:`~sb3_pref.common.rollout.RolloutHost._finish_rollout` for the arrays):
+        the learner gets its transitions, a query round runs when one is due, and the writer puts the rewards.
+        """
+        self.writer.rollout_complete(obs)
+        n_transitions = true.size
+        learner, logger = self.learner, self.host.logger
+        if learner is not None:
+            learner.add_transitions(obs, actions, true, dones, extras=extras)
+        if self.rollout_phase == PHASE_PRETRAIN:
+            self.unsuper_steps_done += n_transitions
+            if self.entropy_reward is None:
+                capacity = self.writer.entropy_capacity(n_transitions)
+                self.entropy_reward = StateEntropyReward(obs.shape[-1], capacity=capacity, k=self.host.entropy_k)
+            self.writer.pretrain_rollout(self.entropy_reward, obs, seen)
+        elif self.rollout_phase == PHASE_PREFERENCE:
+            assert learner is not None, "the preference phase exists only with a reward model"
+            self.num_interactions += n_transitions
+            due = learner.n_rounds == 0 or self.num_interactions >= self.host.num_interaction
+            # Past the budget a round can still bring a teacher's late labels (query_round returns {} otherwise).
+            if due:
+                self.log_round(learner.query_round())
+                self.num_interactions = 0
+            predicted = learner.predict_rewards(obs, actions)
+            self.writer.write_rewards(predicted, seen)
+            if predicted.std() > 0 and true.std() > 0:
+                logger.record("reward/pred_true_corr", float(np.corrcoef(predicted.ravel(), true.ravel())[0, 1]))
+        logger.record("reward/phase", self.rollout_phase)
+        if learner is not None:
+            for key, value in learner.counters().items():
+                logger.record(f"reward/{key}", value)
+
+    def log_round(self, stats: dict[str, float]) -> None:
+        """:param stats: a query round's statistics, logged under ``reward/``"""
+        for key, value in stats.items():
+            self.host.logger.record(f"reward/{key}", value)
+
+    # ------------------------------------------------------------------ saved state
+    def saved_values(self) -> dict[str, Any]:
+        """The progress and the writer's plain values, saved in SB3's data file under their historical names."""
+        progress = (self.num_interactions, self.unsuper_steps_done, self.pretrain_done, self.rollout_phase)
+        return {**dict(zip(self.SAVED_NAMES, progress)), **self.writer.saved_values()}
+
+    def load_saved_values(self, values: dict[str, Any]) -> None:
+        """:param values: what SB3's load found under the names of :meth:`saved_values` (all of them optional)"""
+        self.num_interactions = values.get("_num_interactions", self.num_interactions)
+        self.unsuper_steps_done = values.get("_unsuper_steps_done", self.unsuper_steps_done)
+        self.pretrain_done = values.get("_pretrain_done", self.pretrain_done)
+        self.rollout_phase = values.get("_rollout_phase", self.rollout_phase)
+        self.writer.load_saved_values(values)
+
+    def state_dict(self) -> dict[str, Any]:
+        """What SB3 saves as ``pref_state``: labels, segments, budget, teacher and pretraining buffer."""
+        assert self.learner is not None, "pref_state is saved only with a reward model"
+        state: dict[str, Any] = {"learner": self.learner.state_dict()}
+        if self.entropy_reward is not None:
+            state["entropy"] = to_torch_state(self.entropy_reward.state_dict())
+            state["entropy_config"] = {"obs_dim": self.entropy_reward.obs_dim, "capacity": self.entropy_reward.capacity}
+        if self.policy_before_pretraining is not None:
+            state["policy_before_pretraining"] = self.policy_before_pretraining
+        return state
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        """:param state: what :meth:`state_dict` returned; :param strict: unused (the ``nn.Module`` signature)"""
+        assert self.learner is not None, "pref_state is loaded only with a reward model"
+        self.learner.load_state_dict(state["learner"])
+        if "entropy" in state:
+            config = state["entropy_config"]
+            self.entropy_reward = StateEntropyReward(
+                int(config["obs_dim"]), capacity=int(config["capacity"]), k=self.host.entropy_k
+            )
+            self.entropy_reward.load_state_dict(to_numpy_state(state["entropy"]))
+        if "policy_before_pretraining" in state:
+            device = self.host.policy.device
+            self.policy_before_pretraining = {
+                name: tensor.to(device) for name, tensor in state["policy_before_pretraining"].items()
+            }
+
+
+__all__ = ["PRETRAIN_WARN_SHARE", "PreferenceController", "PreferenceHost", "RewardWriter"]
