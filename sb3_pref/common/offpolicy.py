@@ -27,11 +27,11 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import VecNormalize
 from torch import nn
 
+from sb3_pref.common.algorithm import PreferenceAlgorithmMixin
 from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.learner import PreferenceLearner
 from sb3_pref.common.options import OFF_POLICY, document_options, takes_options
 from sb3_pref.common.rollout import PHASE_PRETRAIN
-from sb3_pref.common.sb3_glue import PreferenceAlgorithmMixin
 
 if TYPE_CHECKING:
     # For type checkers only: the mixin runs inside an SB3 off-policy algorithm. At run time the base is object.

@@ -50,7 +50,7 @@ def relabel_rollout(buffer: RolloutBuffer, new_rewards: np.ndarray, seen_rewards
 class RolloutHost(Protocol):
     """
     What :class:`RolloutRecorder` may use of the algorithm it records for: the one seam between SB3's rollout
-    loop and the preference glue, which :class:`~sb3_pref.common.sb3_glue.PreferenceAlgorithmMixin` implements.
+    loop and the preference glue, which :class:`~sb3_pref.common.algorithm.PreferenceAlgorithmMixin` implements.
     """
 
     _last_obs: Any  # SB3's: the observations the next actions are taken in (VecNormalize-d if wrapped)
