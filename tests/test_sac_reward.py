@@ -106,6 +106,32 @@ def test_pretraining_trains_on_the_entropy_reward_then_resets_the_critic_as_pebb
     assert critic_steps == 20 + 5, critic_steps
 
 
+def test_without_the_critic_reset_and_the_uniform_first_round_pretraining_ends_as_asked():
+    """PEBBLE's two details as options: reset_critic=False keeps the critic, first_round_uniform=False uses feed_type."""
+    from sb3_pref.common.query import resolve_query_method
+
+    env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
+    model = _model(env, unsuper_step=100, num_interaction=1000, reset_critic=False, first_round_uniform=False,
+                   feed_type="disagreement")
+    model.learn(120, unsuper_flag=1)
+    methods: list = []
+    select = model.pref_learner._select
+    model.pref_learner._select = lambda method, n: (methods.append(method), select(method, n))[1]
+    critic_before = [p.detach().clone() for p in model.policy.critic.parameters()]
+    actor_steps = model.policy.actor.optimizer.state_dict()["state"][0]["step"].item()
+    critic_steps = model.policy.critic.optimizer.state_dict()["state"][0]["step"].item()
+    model.learn(40, reset_num_timesteps=False)  # pretraining ends at 140 steps
+    assert model._pretrain_done and model.pref_learner.n_rounds == 1
+    assert methods == [resolve_query_method("disagreement")]  # the first round, at the end of pretraining
+    # The critic only trained (the default's reset changes it by more than 0.1), its optimizer went on counting,
+    # and no reset_update steps were added: 40 env steps, one gradient step each, for actor and critic alike.
+    critic_change = max((a - b).abs().max().item() for a, b in zip(model.policy.critic.parameters(), critic_before))
+    assert critic_change < 0.05, critic_change
+    actor_steps_now = model.policy.actor.optimizer.state_dict()["state"][0]["step"].item()
+    critic_steps_now = model.policy.critic.optimizer.state_dict()["state"][0]["step"].item()
+    assert actor_steps_now - actor_steps == 40 and critic_steps_now - critic_steps == 40
+
+
 def test_pretraining_looks_up_the_entropy_reward_and_trains_as_with_the_search(monkeypatch):
     # The sampler reads the k-NN distances of the rows it drew instead of searching the whole set per batch
     # (PEBBLE's cost during pretraining); the same run with the search must end with the same networks.

@@ -219,12 +219,12 @@ class PreferenceController:
         self.rollout_phase = PHASE_PREFERENCE if use_preferences else PHASE_TRUE_REWARD
 
     def end_pretraining(self) -> None:
-        """Pretraining is over: a uniform query round, and the policy back (or its value head reset)."""
+        """Pretraining is over: the first query round, and the policy back (or its value head reset)."""
         host = self.host
         self.pretrain_done = True
         self.entropy_reward = None
         if host.unsuper_flag == 1 and self.learner is not None and len(self.learner.store) > 0:
-            self.log_round(self.learner.query_round("uniform"))
+            self.log_round(self.learner.query_round())  # the first round: uniform unless first_round_uniform=False
         self.num_interactions = 0
         if self.policy_before_pretraining is not None:
             # The value head comes back untrained as well, so no reset is needed after this.

@@ -67,6 +67,8 @@ class PreferenceLearner:
         fitted on (e.g. states paired with reference-policy actions); None uses the newest stored transitions
     :param anneal_lr: decay the reward model's learning rate linearly to 0 over each round's gradient steps
     :param n_eval_pairs: fresh pairs used to measure agreement with an oracle after each round
+    :param first_round_uniform: the first round draws its pairs uniformly (B-Pref), whatever ``feed_type`` is:
+        a model that has seen no label has nothing to disagree about yet; False uses ``feed_type`` from the start
     :param seed: seed of the learner's generator (segment sampling, minibatch order): the learner stream
         of ``seed`` (:func:`~sb3_pref.common.teachers.stream_generator`), independent of a teacher
         seeded with the same number
@@ -92,6 +94,7 @@ class PreferenceLearner:
         normalize_before: bool = False,
         normalization_sampler: Optional[Callable[[], np.ndarray]] = None,
         n_eval_pairs: int = 256,
+        first_round_uniform: bool = True,
         seed: Optional[int] = None,
         schedule: str = "auto",
     ) -> None:
@@ -117,6 +120,7 @@ class PreferenceLearner:
         self.normalization_sampler = normalization_sampler
         self.anneal_lr = anneal_lr
         self.n_eval_pairs = int(n_eval_pairs)
+        self.first_round_uniform = bool(first_round_uniform)
         self.rng = stream_generator(seed, LEARNER_STREAM)
         self._rounds_waited = 0
         #: what :meth:`load_state_dict` restores of the saved teacher: ``"all"`` (settings, counters,
@@ -189,7 +193,8 @@ class PreferenceLearner:
         budget left), store the labels, refit the model. Once the budget is spent, a round with late
         labels still refits the model; a round with nothing new does nothing and returns ``{}``.
 
-        :param method: query selection for this round; None uses ``feed_type`` (uniform on the first round)
+        :param method: query selection for this round; None uses ``feed_type`` (uniform on the first round, with
+            ``first_round_uniform``)
         :return: statistics of the round, keys as logged under ``reward/``
         """
         n_late = self._add_late_labels()
@@ -211,7 +216,7 @@ class PreferenceLearner:
         stats: dict[str, float] = {"late_labels": float(n_late)} if n_late else {}
         if n_queries > 0:
             if method is None:
-                method = "uniform" if self.n_rounds == 0 else self.feed_type
+                method = "uniform" if self.n_rounds == 0 and self.first_round_uniform else self.feed_type
             method = resolve_query_method(method)
             self.teacher.update_margin(self.segment_margin())
             seg_0, seg_1 = self._select(method, n_queries)

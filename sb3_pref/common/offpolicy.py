@@ -58,6 +58,7 @@ class ReplayWriterHost(EntropySource, Protocol):
     policy: Any  # a SACPolicy: unscale_action, critic, critic_target
     learning_starts: int
     unsuper_step: int
+    reset_critic: bool
     reset_update: int
     relabel_chunk_size: int
 
@@ -219,6 +220,8 @@ class ReplayRewardWriter:
 
     def reset_value_head(self) -> None:
         """PEBBLE resets the critic (both Q-networks, their target copy and the critic's optimizer), not the actor or alpha."""
+        if not self.host.reset_critic:
+            return
         policy = self.host.policy
         critic, target = policy.critic, policy.critic_target
         for module in (layer for q_net in critic.q_networks for layer in q_net.modules()):
@@ -302,6 +305,7 @@ class OffPolicyPreferenceMixin(PreferenceAlgorithmMixin, _OffPolicyBase):
     replay_buffer: Any
 
     option_family = OFF_POLICY
+    reset_critic: bool
     reset_update: int
     relabel_chunk_size: int
     _reward_writer: ReplayRewardWriter

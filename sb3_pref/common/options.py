@@ -194,6 +194,13 @@ PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
            doc="fresh segment pairs on which each round measures the reward model's agreement with a perfectly "
                "rational teacher (``reward/true_pref_accuracy``); more measure it more precisely, 0 skips it (it "
                "costs a reward-model pass over the pairs, drawn with the learner's generator)"),
+    Option("first_round_uniform", bool, True, learner_arg="first_round_uniform",
+           doc="the first query round draws its pairs uniformly, whatever ``feed_type`` is (B-Pref; with pretraining it "
+               "is the round that ends it); False: ``feed_type`` from the first round on"),
+    Option("reset_critic", bool, True, families=(OFF_POLICY,),
+           doc="reset the critic (both Q-networks, their targets, the critic's optimizer) when pretraining ends "
+               "(PEBBLE), then take ``reset_update`` extra gradient steps; False keeps the critic trained on the "
+               "entropy reward"),
     Option("reset_update", int, 100, check=partial(check_count, minimum=0), families=(OFF_POLICY,),
            doc="extra gradient steps right after the critic reset that ends pretraining (B-Pref: 100)"),
     Option("relabel_chunk_size", int, 16384, check=partial(check_count, minimum=1), families=(OFF_POLICY,),

@@ -32,6 +32,8 @@ PEBBLE_DEFAULTS: dict[str, Any] = {
     # Not B-Pref settings: its reward_model.py hard-codes 3 hidden layers of 256 (these defaults). Named like the
     # actor's and critic's, so that a run can afford a smaller reward network on a CPU (prefppo's re_hidden_dim).
     "reward_hidden_dim": BPREF_HIDDEN_DIM, "reward_hidden_depth": BPREF_N_LAYERS,
+    # Not B-Pref settings either: PEBBLE's critic reset and uniform first round, which B-Pref always does, as options.
+    "reset_critic": True, "first_round_uniform": True,
 }  # fmt: skip
 
 #: B-Pref's dm_control run scripts' settings (walker_walk's, cheetah_run's); a grid gives them to a dm_control task
@@ -154,7 +156,8 @@ def make_pebble(config: dict[str, Any], env: VecEnv, **kwargs: Any) -> SAC_REWAR
         "MlpPolicy", env, reward_model=reward_model, **sac_kwargs(config),
         num_interaction=config["num_interact"], feed_type=config["feed_type"], re_update=config["reward_update"],
         max_feed=config["max_feedback"], unsuper_step=config["num_unsup_steps"], entropy_k=config["topK"],
-        reset_update=config["reset_update"], metaworld_flag=config["env"].startswith("metaworld"),
+        reset_update=config["reset_update"], reset_critic=config.get("reset_critic", True),
+        first_round_uniform=config.get("first_round_uniform", True), metaworld_flag=config["env"].startswith("metaworld"),
         reward_schedule="bpref", **kwargs,
     )  # fmt: skip
 

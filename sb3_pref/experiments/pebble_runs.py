@@ -37,11 +37,12 @@ PEBBLE_KEYS = tuple(["total_timesteps", *(k for k in PEBBLE_DEFAULTS if k not in
 # The preference part of PEBBLE: SAC on the true reward has none of it (B-Pref's train_SAC.py has no pretraining).
 _PREFERENCE_KEYS = (
     "segment", "activation", "num_unsup_steps", "num_interact", "reward_lr", "reward_update", "feed_type",
-    "reset_update", "topK", "ensemble_size", "reward_hidden_dim", "reward_hidden_depth",
+    "reset_update", "topK", "ensemble_size", "reward_hidden_dim", "reward_hidden_depth", "reset_critic",
+    "first_round_uniform",
 )  # fmt: skip
 # Settings the library adds to B-Pref's: left out of a run's defaults (pebble_config fills them in), so that the
 # settings, and the fingerprint, of a run written before they existed stay the same.
-_LIBRARY_KEYS = ("reward_hidden_dim", "reward_hidden_depth")
+_LIBRARY_KEYS = ("reward_hidden_dim", "reward_hidden_depth", "reset_critic", "first_round_uniform")
 #: the settings a ``sac`` run takes
 SAC_KEYS = tuple(k for k in PEBBLE_KEYS if k not in _PREFERENCE_KEYS)
 _POSITIVE = ("total_timesteps", "num_interact", "reward_update", "topK", "ensemble_size", "segment",

@@ -134,6 +134,8 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PP
         normalize_reward_before: bool = False,
         anneal_policy_lr: bool = False,
         n_eval_pairs: int = 256,
+        first_round_uniform: bool = True,
+        reset_critic: bool = True,
         _init_setup_model: bool = True,
     ) -> None:
         if isinstance(policy, RewardModel):
