@@ -127,7 +127,8 @@ class ADTransformer(nn.Module):
             nn.Embedding(config.n_reward_values + extra, d) if categorical else nn.Linear(1, d)
         )
         self.time_embed = nn.Embedding(config.max_timestep, d)
-        self.kind_embed = nn.Parameter(th.zeros(3, d))
+        # Which of a transition's three tokens a token is: only the seed's layout has three.
+        self.kind_embed: Optional[nn.Parameter] = nn.Parameter(th.zeros(3, d)) if extra == 0 else None
         self.embed_dropout = nn.Dropout(config.embedding_dropout)
         self.blocks = nn.ModuleList(_Block(config) for _ in range(config.n_layers))
         self.norm = nn.LayerNorm(d)
@@ -167,6 +168,7 @@ class ADTransformer(nn.Module):
         if per == 1:
             tokens = self._transition_tokens(observations, actions, rewards, valid) + time
         else:
+            assert self.kind_embed is not None
             tokens = th.stack(
                 [
                     self.obs_embed(observations) + self.kind_embed[0],
