@@ -286,13 +286,15 @@ def test_bootstrap_intervals_contain_the_estimate():
 
 
 # ------------------------------------------------------------------------------ the report
-def _fake_run(root, algo, task, seed, final, teacher=None, metric="rollout/ep_rew_mean", rl2_curve=None):
+def _fake_run(root, algo, task, seed, final, teacher=None, metric="rollout/ep_rew_mean", rl2_curve=None, eval_return=None):
     budget = Budget(20, 10) if algo == "prefppo" else None
     params = {"beta": -1.0, "gamma": 1.0, "eps_mistake": 0.0, "eps_skip": 0.0, "eps_equal": 0.0} if teacher else None
     spec = RunSpec(algo, task, seed, {"total_timesteps": 4000}, teacher=teacher, teacher_params=params, budget=budget)
     run_dir = os.path.join(root, spec.run_id)
     record = RunRecord.create(run_dir, spec, "fake")
     record.data.update(status=FINISHED, wall_time=60.0)
+    if eval_return is not None:
+        record.data["final"] = {"eval_return": eval_return, "eval_episodes": 10}
     record.save()
     with open(os.path.join(run_dir, "progress.csv"), "w", newline="") as handle:
         writer = csv.writer(handle)
@@ -354,6 +356,35 @@ def test_report_normalises_by_ppo_with_iqm_and_intervals(tmp_path):
         assert len(list(csv.DictReader(handle))) == 12
     summary = json.load(open(os.path.join(out, "summary.json")))
     assert summary["normalised_by_ppo"]["oracle 20x10"]["iqm"] == pytest.approx(0.5375)
+
+
+def test_report_scores_the_closing_evaluation_on_request(tmp_path):
+    # training returns say the learner is at half the baseline, the deterministic evaluation says 0.9 of it
+    root = str(tmp_path / "grid")
+    for seed, (train, evaluated) in enumerate([(100, 800), (200, 1000), (300, 900)]):
+        _fake_run(root, "ppo", "walker_walk", seed, train, eval_return=evaluated)
+        _fake_run(root, "prefppo", "walker_walk", seed, train / 2, teacher="oracle", eval_return=0.9 * evaluated)
+    _fake_run(root, "ppo", "walker_walk", 3, 400)  # no evaluation: NaN under "eval", not its training return
+    runs = load_runs(root)
+    training_rows, _ = score_table(runs)
+    eval_rows, _ = score_table(runs, score="eval")
+    np.testing.assert_allclose(training_rows[1].per_task["walker_walk"], [0.2, 0.4, 0.6])  # over PPO's mean 250
+    np.testing.assert_allclose(eval_rows[1].per_task["walker_walk"], [0.8, 1.0, 0.9])  # over PPO's mean 900
+    assert np.isnan(eval_rows[0].per_task["walker_walk"][3])
+    with pytest.raises(ValueError, match="score must be one of"):
+        score_table(runs, score="test")
+    report = write_report(root, score="eval")
+    assert "closing deterministic evaluation" in open(report).read()
+    with open(os.path.join(os.path.dirname(report), "scores.csv")) as handle:
+        rows = {row["run_id"]: row for row in csv.DictReader(handle)}
+    row = rows["prefppo/walker_walk/oracle/20x10/seed1"]
+    assert row["score_key"] == "eval_return" and float(row["score"]) == pytest.approx(900.0)
+    assert float(row["rollout/ep_rew_mean"]) == pytest.approx(100.0)
+    # the evaluation records a return, no success rate: a Meta-World grid says which flag to pass
+    _fake_run(root, "ppo", MW, 0, 0.5, metric="rollout/success_rate", eval_return=10.0)
+    with pytest.raises(ValueError, match="metaworld_metric='return'"):
+        score_table(load_runs(root), score="eval")
+    assert score_table(load_runs(root), score="eval", metaworld_metric="return")[0][0].per_task[MW][0] == 1.0
 
 
 def test_report_without_a_positive_ppo_baseline_says_so(tmp_path):

@@ -80,7 +80,7 @@ def _status(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from sb3_pref.experiments.report import write_report
 
-    path = write_report(args.run_dir, args.out, args.include_unfinished, args.metaworld_metric, args.seed)
+    path = write_report(args.run_dir, args.out, args.include_unfinished, args.metaworld_metric, args.seed, args.score)
     print(f"wrote {path}")
     return 0
 
@@ -131,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--include-unfinished", action="store_true", help="also use runs that have not finished")
     report.add_argument("--metaworld-metric", choices=["success", "return"], default="success", help="Meta-World score")
     report.add_argument("--seed", type=int, default=0, help="seed of the bootstrap resampling")
+    report.add_argument(
+        "--score",
+        choices=["training", "eval"],
+        default="training",
+        help="a run's final score: its last logged training returns, or its closing deterministic evaluation",
+    )
     report.set_defaults(handler=_report)
 
     worker = commands.add_parser("worker", help=argparse.SUPPRESS)

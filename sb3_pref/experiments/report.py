@@ -23,6 +23,7 @@ import numpy as np
 from sb3_pref.experiments.records import read_json
 from sb3_pref.experiments.registry import run_kind
 from sb3_pref.experiments.results import (
+    EVAL_KEY,
     QUALITY_KEYS,
     RETURN_KEY,
     RunResult,
@@ -33,6 +34,7 @@ from sb3_pref.experiments.results import (
     group_runs,
     learning_curves,
     load_runs,
+    run_score,
     score_key,
     score_table,
 )
@@ -206,13 +208,14 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def write_scores_csv(runs: list[RunResult], path: str, metaworld_metric: str = "success") -> None:
-    """One row per run: its settings and final scores."""
+def write_scores_csv(runs: list[RunResult], path: str, metaworld_metric: str = "success", score: str = "training") -> None:
+    """One row per run: its settings, its score (:func:`run_score`), the logged metrics' final values and its evaluation."""
     keys = (RETURN_KEY, "rollout/success_rate", *QUALITY_KEYS)
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(
-            ["run_id", "algo", "task", "teacher", "budget", "seed", "status", "wall_time_s", "score_key", "score", *keys]
+            ["run_id", "algo", "task", "teacher", "budget", "seed", "status", "wall_time_s", "score_key", "score"]
+            + [*keys, EVAL_KEY]
         )
         for run in runs:
             key = score_key(run.spec.task, metaworld_metric)
@@ -226,10 +229,11 @@ def write_scores_csv(runs: list[RunResult], path: str, metaworld_metric: str = "
                     run.spec.seed,
                     run.status,
                     round(run.wall_time, 1),
-                    key,
-                    final_score(run.columns, key),
+                    EVAL_KEY if score == "eval" else key,
+                    run_score(run, key, score),
                 ]
                 + [final_score(run.columns, k) for k in keys]
+                + [run.final.get(EVAL_KEY, float("nan"))]
             )
 
 
@@ -239,6 +243,7 @@ def write_report(
     include_unfinished: bool = False,
     metaworld_metric: str = "success",
     seed: int = 0,
+    score: str = "training",
 ) -> str:
     """
     Write the figures, ``scores.csv`` and ``report.md`` of a grid.
@@ -248,6 +253,8 @@ def write_report(
     :param include_unfinished: also use runs that have not finished
     :param metaworld_metric: ``"success"`` (B-Pref's) or ``"return"`` for Meta-World scores
     :param seed: seed of the bootstrap resampling
+    :param score: a run's final score: ``"training"`` (the logged training returns) or ``"eval"`` (its deterministic
+        evaluation, ``eval_return``; right where episodes are long, as on dm_control with SAC)
     :return: the path of ``report.md``
     """
     from sb3_pref.experiments.report_text import markdown_report
@@ -257,8 +264,8 @@ def write_report(
     runs = load_runs(run_dir, include_unfinished)
     if not runs:
         raise FileNotFoundError(f"no {'' if include_unfinished else 'finished '}runs under {run_dir}")
-    rows, skipped = score_table(runs, normalised=True, metaworld_metric=metaworld_metric, seed=seed)
-    raw_rows, _ = score_table(runs, normalised=False, metaworld_metric=metaworld_metric, seed=seed)
+    rows, skipped = score_table(runs, normalised=True, metaworld_metric=metaworld_metric, seed=seed, score=score)
+    raw_rows, _ = score_table(runs, normalised=False, metaworld_metric=metaworld_metric, seed=seed, score=score)
     sections = {
         "curves": plot_learning_curves(runs, out_dir, metaworld_metric, seed),
         "quality": plot_reward_quality(runs, out_dir, seed),
@@ -274,7 +281,7 @@ def write_report(
             adaptation_lines = _adaptation_markdown(curves)
         except ImportError as error:
             adaptation_note = f"RL2 adaptation skipped: sb3_pref.rl2 does not import here ({error})."
-    write_scores_csv(runs, os.path.join(out_dir, "scores.csv"), metaworld_metric)
+    write_scores_csv(runs, os.path.join(out_dir, "scores.csv"), metaworld_metric, score)
     tasks = sorted({run.spec.task for run in runs if not run.kind.adapts})
     text = markdown_report(
         grid=read_json(os.path.join(run_dir, "grid.json")) or {},
@@ -289,6 +296,7 @@ def write_report(
         adaptation_note=adaptation_note,
         metaworld_metric=metaworld_metric,
         adaptation_lines=adaptation_lines,
+        score=score,
     )
     path = os.path.join(out_dir, "report.md")
     with open(path, "w") as handle:

@@ -33,6 +33,7 @@ def markdown_report(
     adaptation_note: str,
     metaworld_metric: str,
     adaptation_lines: Sequence[str] = (),
+    score: str = "training",
 ) -> str:
     """
     :param grid: the grid's ``grid.json`` (name, description)
@@ -46,6 +47,7 @@ def markdown_report(
     :param adaptation_note: why the RL2 section is empty, if it is
     :param metaworld_metric: ``"success"`` or ``"return"``
     :param adaptation_lines: the RL2 adaptation table
+    :param score: where final scores come from, ``"training"`` or ``"eval"``
     :return: the report
     """
     statuses = Counter(run.status for run in all_runs)
@@ -67,9 +69,15 @@ def markdown_report(
         + (f"; CPU time {_hours(cpu_hours)}" if cpu_hours else "")
         + ".",
         f"- Versions: {_versions(runs)}.",
-        "- Final score of a run: the mean of the last 10% of its logged values of the true return (dm_control)"
-        f" or the {metric} (Meta-World), from training episodes: SB3's `rollout/` values, themselves means over"
-        " the last 100 episodes (with many envs, several rollouts).",
+        (
+            "- Final score of a run: the mean return of its closing deterministic evaluation (`eval_return` in"
+            " `run.json`: SB3's `evaluate_policy` on a fresh env)."
+            if score == "eval"
+            else "- Final score of a run: the mean of the last 10% of its logged values of the true return (dm_control)"
+            f" or the {metric} (Meta-World), from training episodes: SB3's `rollout/` values, themselves means over"
+            " the last 100 episodes (with many envs, several rollouts; with 1000-step episodes, 100k steps:"
+            " `--score eval` scores the closing evaluation instead)."
+        ),
         "- Intervals: 95% percentile bootstrap over seeds (2000 resamples); across tasks, the interquartile mean"
         " (IQM) and mean of all task-seed scores with a stratified bootstrap (seeds resampled within each task),"
         " as in rliable. With few seeds the intervals are wide and themselves uncertain.",

@@ -7,7 +7,7 @@ reward-model quality against the feedback collected, and RL2 adaptation on held-
 import csv
 import os
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -19,6 +19,11 @@ from sb3_pref.experiments.spec import RunSpec
 from sb3_pref.experiments.stats import bootstrap_ci, bootstrap_mean_curve, iqm, normalise, stratified_bootstrap_ci
 
 RETURN_KEY, SUCCESS_KEY = "rollout/ep_rew_mean", "rollout/success_rate"
+#: where a run's final score comes from: its training episodes' logged values, or the deterministic evaluation that
+#: closes each grid run (``eval_return`` in ``run.json``). With long episodes the first is a mean over much of the run:
+#: SB3's ``rollout/ep_rew_mean`` averages the last 100 episodes, which on dm_control (1000 steps each) is 100k steps.
+SCORES = ("training", "eval")
+EVAL_KEY = "eval_return"
 FEED_KEY = "reward/total_feed"
 QUALITY_KEYS = ("reward/true_pref_accuracy", "reward/pred_true_corr")
 #: the baseline a score falls back on when its own (its kind's ``baseline``: B-Pref normalises PrefPPO by PPO and
@@ -35,6 +40,7 @@ class RunResult:
     status: str
     wall_time: float
     columns: dict[str, np.ndarray]
+    final: dict[str, float] = field(default_factory=dict)
 
     @property
     def kind(self) -> RunKind:
@@ -67,7 +73,14 @@ def load_runs(root: str, include_unfinished: bool = False) -> list[RunResult]:
         if not record.data.get("spec") or (record.status != FINISHED and not include_unfinished):
             continue
         runs.append(
-            RunResult(folder, record.spec, record.status, float(record.data.get("wall_time", 0.0)), merged_progress(folder))
+            RunResult(
+                folder,
+                record.spec,
+                record.status,
+                float(record.data.get("wall_time", 0.0)),
+                merged_progress(folder),
+                dict(record.data.get("final") or {}),
+            )
         )
     return sorted(runs, key=lambda run: run.spec.run_id)
 
@@ -84,6 +97,26 @@ def final_score(columns: dict[str, np.ndarray], key: str, fraction: float = 0.1)
     if values.size == 0:
         return float("nan")
     return float(values[-max(1, round(fraction * values.size)) :].mean())
+
+
+def run_score(run: RunResult, key: str, score: str = "training", fraction: float = 0.1) -> float:
+    """
+    A run's final score.
+
+    :param run: the run
+    :param key: the logged metric (:func:`score_key`) for ``score="training"``
+    :param score: ``"training"``: :func:`final_score` of ``key``; ``"eval"``: the run's deterministic evaluation
+        return (NaN when it has none, as an unfinished run)
+    :param fraction: share of the logged values :func:`final_score` averages
+    """
+    if score == "eval":
+        if key == SUCCESS_KEY:
+            raise ValueError(
+                "score='eval' scores the deterministic evaluation's return, which records no success rate: "
+                "pass metaworld_metric='return' (--metaworld-metric return) or score='training'"
+            )
+        return float(run.final.get(EVAL_KEY, float("nan")))
+    return final_score(run.columns, key, fraction)
 
 
 def learning_curves(runs: list[RunResult], key: str, n_points: int = 100) -> tuple[np.ndarray, np.ndarray]:
@@ -162,7 +195,12 @@ class ScoreRow:
 
 
 def score_table(
-    runs: list[RunResult], normalised: bool = True, metaworld_metric: str = "success", fraction: float = 0.1, seed: int = 0
+    runs: list[RunResult],
+    normalised: bool = True,
+    metaworld_metric: str = "success",
+    fraction: float = 0.1,
+    seed: int = 0,
+    score: str = "training",
 ) -> tuple[list[ScoreRow], dict[str, str]]:
     """
     Final score of every setting per task (mean and 95% bootstrap interval over seeds) and over all
@@ -170,8 +208,16 @@ def score_table(
     divided by the mean final score of its baseline on the true reward on the same task (B-Pref's
     metric): PPO for ppo / prefppo, SAC for sac / pebble (PPO when the grid has no SAC runs).
 
+    :param runs: the runs (:func:`load_runs`)
+    :param normalised: divide by the baseline's mean score
+    :param metaworld_metric: ``"success"`` or ``"return"`` for Meta-World tasks
+    :param fraction: share of the logged values a training score averages
+    :param seed: seed of the bootstrap resampling
+    :param score: ``"training"`` or ``"eval"`` (:data:`SCORES`, :func:`run_score`)
     :return: the rows (baselines first) and, per task, why it was left out (no baseline runs, baseline score <= 0)
     """
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {SCORES}, got {score!r}")
     baselines: dict[tuple[str, str], float] = {}  # (baseline algo, task) -> mean final score
     skipped: dict[str, str] = {}
     raw: dict[tuple[str, str], dict[str, np.ndarray]] = defaultdict(dict)
@@ -181,7 +227,7 @@ def score_table(
         if kind.adapts:  # scored on held-out tasks (adaptation_curves), not by a final return
             continue
         key = score_key(task, metaworld_metric)
-        raw[(variant, budget)][task] = np.array([final_score(run.columns, key, fraction) for run in group])
+        raw[(variant, budget)][task] = np.array([run_score(run, key, score, fraction) for run in group])
         kind_of[(variant, budget)] = kind
         if kind.is_baseline:
             baselines[(algo, task)] = _nanmean(raw[(variant, budget)][task])
