@@ -85,6 +85,11 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: ``a2c_room_transition``: ``a2c_room``'s histories and model with one token per transition, whose updates cost a
 #: seventh as much on a CPU, spent on four times as many updates (benchmarks/AD.md, "The seed's room")
 PRESETS["a2c_room_transition"] = dict(PRESETS["a2c_room"], n_updates=6_000)
+#: ``a2c_room_150k``: learners that converge (150k steps each, 9,000-60,000 episodes, ending at 0.8-1.0 success; at
+#: 40k steps they end at 0.5), views of every 400th episode, and a context of 160 transitions (about 8 episodes)
+#: that slides over a view instead of holding it whole, so the context shows how far a learner has got, not which of
+#: its episodes it is at (benchmarks/AD.md, "The seed's room, third run")
+PRESETS["a2c_room_150k"] = dict(PRESETS["a2c_room_transition"], steps=150_000, seq_len=160)
 #: settings of the room, the split and the evaluation that a preset changes (the others keep the seed's)
 ROOM_PRESETS: dict[str, dict[str, Any]] = {
     "noisy_room": _room_preset(NOISY_ROOM),
@@ -92,6 +97,7 @@ ROOM_PRESETS: dict[str, dict[str, Any]] = {
     "a2c_room": dict(learner_lr=1e-3, episode_stride=100, recency_bias=True, residual_dropout=0.0, min_learning_rate=1e-4),
 }
 ROOM_PRESETS["a2c_room_transition"] = dict(ROOM_PRESETS["a2c_room"], token_layout="transition")
+ROOM_PRESETS["a2c_room_150k"] = dict(ROOM_PRESETS["a2c_room_transition"], episode_stride=400)
 #: exit status of a call that ran out of its ``--time-budget`` before the last stage (run the same command again)
 INCOMPLETE_EXIT_CODE = 3
 ROOM_DEFAULTS: dict[str, Any] = dict(
