@@ -103,7 +103,7 @@ INCOMPLETE_EXIT_CODE = 3
 ROOM_DEFAULTS: dict[str, Any] = dict(
     size=9, episode_length=20, n_test=AD_TEST_GOALS, no_terminate_on_goal=False, learners_per_goal=1, episodes_per_trial=20,
     recency_bias=False, residual_dropout=0.1, anneal_fraction=0.5, anneal_after_reward=False, min_learning_rate=2e-6,
-    episode_stride=1, token_layout="triplet",
+    episode_stride=1, token_layout="triplet", burn_in=0, first_window_fraction=0.0,
 )
 
 
@@ -139,6 +139,10 @@ def parse_args() -> argparse.Namespace:
                         help="train on the k views of each history that keep every k-th episode (offsets 0 .. k-1, "
                              "Histories.subsampled), each whole in the context, so that a slow learner's progress fits "
                              "it (default: 1); the source curve stays the full one")
+    parser.add_argument("--burn-in", type=int, default=None,
+                        help="steps at the start of a window that begins mid-history that carry no loss (default: 0)")
+    parser.add_argument("--first-window-fraction", type=float, default=None,
+                        help="share of windows that start at their history's first transition (default: 0)")
     parser.add_argument("--learner-lr", type=float, default=None,
                         help="a2c learner: its learning rate (default: the seed's 1e-4)")
     parser.add_argument("--shuffled", action="store_true",
@@ -189,7 +193,8 @@ def train_ad(args: argparse.Namespace, histories: Any, deadline: float) -> AD:
         model_kwargs = {name: getattr(args, name) for name in PRESETS["seed"] if name not in ("learner", "steps")}
         model_kwargs.update(recency_bias=args.recency_bias, residual_dropout=args.residual_dropout,
                             token_layout=args.token_layout, min_learning_rate=args.min_learning_rate,
-                            pad_short_histories=args.episode_stride > 1)
+                            pad_short_histories=args.episode_stride > 1, burn_in=args.burn_in,
+                            first_window_fraction=args.first_window_fraction)
         model = AD(histories, device=args.device, seed=args.seed, verbose=args.verbose, **model_kwargs)
     remaining = args.n_updates - model.num_timesteps
     if remaining > 0:

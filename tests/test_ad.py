@@ -199,6 +199,29 @@ def test_bad_ad_inputs_fail_before_training():
         model.set_histories(onehot)
 
 
+def test_burn_in_trains_the_first_steps_only_on_windows_that_start_a_history(tmp_path):
+    histories = small_histories(3, 400)  # 400 steps, windows of 12: a uniform start is 0 one time in 389
+    model = AD(histories, seq_len=12, burn_in=5, **SMALL)
+    for _ in range(20):
+        trained = model._batch()[-1]
+        assert not trained[:, :5].any() and trained[:, 5:].all()  # mid-history windows: no loss on the first 5 steps
+    model = AD(histories, seq_len=12, burn_in=5, first_window_fraction=0.5, **{**SMALL, "batch_size": 400})
+    rows, starts = model._window_starts()
+    assert 0.42 < float((starts == 0).float().mean()) < 0.58  # 400 draws of a fair coin: 4 standard deviations
+    first_rows = model._batch()[-1].all(1)
+    assert 0.42 < float(first_rows.float().mean()) < 0.58  # exactly the windows at a history's start train everywhere
+    # saved with the model; a model without it keeps its window sequence (no extra draw)
+    model.learn(2)
+    model.save(tmp_path / "ad.zip")
+    loaded = AD.load(tmp_path / "ad.zip")
+    assert loaded.hyperparameters["burn_in"] == 5 and loaded.hyperparameters["first_window_fraction"] == 0.5
+    plain, zero = AD(histories, seq_len=12, **SMALL), AD(histories, seq_len=12, first_window_fraction=0.0, **SMALL)
+    assert all(th.equal(a, b) for a, b in zip(plain._window_starts(), zero._window_starts()))
+    for bad in (dict(burn_in=12), dict(burn_in=-1), dict(first_window_fraction=1.5), dict(first_window_fraction="half")):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            AD(histories, seq_len=12, **bad, **SMALL)
+
+
 @pytest.mark.parametrize("recency_bias,token_layout", [(False, "triplet"), (True, "triplet"), (True, "transition")])
 def test_predict_context_is_the_state_and_padding_changes_nothing(recency_bias, token_layout):
     histories = small_histories(2, 120)

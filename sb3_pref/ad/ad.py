@@ -73,6 +73,14 @@ class AD:
         fit whole in the context, such as the episode-stride views of ``Histories.subsampled``: a window
         then starts where the learner started, as an evaluation trial does. False: every history must
         hold at least ``seq_len`` transitions
+    :param burn_in: a window that starts after its history's first transition is trained on its actions from the
+        ``burn_in``-th on (R2D2's burn-in). Its first steps see a short context, which in evaluation only a trial's
+        start has, where the agent, like a learner at its first steps, has found nothing yet; a learner in the middle
+        of its history acts on what it found before the window, so copying it there teaches purpose without
+        knowledge. 0: every step of every window trains
+    :param first_window_fraction: share of the windows that start at their history's first transition (the rest
+        start uniformly), so that the steps after a short context, which ``burn_in`` leaves to these windows, are
+        learned from enough of them
     :param reward_categories: ``"auto"`` (categories when the histories hold at most 16 reward values),
         True or False
     :param dtype: ``"auto"``, ``"float32"`` or ``"bfloat16"`` (see :func:`resolve_precision`)
@@ -103,6 +111,8 @@ class AD:
         max_grad_norm: float = 1.0,
         max_history_steps: Optional[int] = 800_000,
         pad_short_histories: bool = False,
+        burn_in: int = 0,
+        first_window_fraction: float = 0.0,
         reward_categories: Union[str, bool] = "auto",
         dtype: str = "auto",
         device: Union[th.device, str] = "auto",
@@ -117,13 +127,19 @@ class AD:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         if not 0 < min_learning_rate <= learning_rate:
             raise ValueError(f"need 0 < min_learning_rate <= learning_rate, got {min_learning_rate!r}, {learning_rate!r}")
+        if isinstance(burn_in, bool) or not isinstance(burn_in, (int, np.integer)) or not 0 <= burn_in < seq_len:
+            raise ValueError(f"burn_in must be an int in [0, seq_len={seq_len}), got {burn_in!r}")
+        if not isinstance(first_window_fraction, (int, float, np.floating)) or isinstance(first_window_fraction, bool) \
+                or not 0.0 <= first_window_fraction <= 1.0:
+            raise ValueError(f"first_window_fraction must be a share in [0, 1], got {first_window_fraction!r}")
         self.device = get_device(device)
         self.use_bf16 = resolve_precision(self.device, dtype)
         self.dtype = dtype
         self.hyperparameters: dict[str, Any] = dict(
             learning_rate=learning_rate, min_learning_rate=min_learning_rate, n_updates=int(n_updates),
             batch_size=int(batch_size), betas=tuple(betas), max_grad_norm=max_grad_norm, max_history_steps=max_history_steps,
-            pad_short_histories=check_bool("pad_short_histories", pad_short_histories),
+            pad_short_histories=check_bool("pad_short_histories", pad_short_histories), burn_in=int(burn_in),
+            first_window_fraction=float(first_window_fraction),
         )
         self.seed, self.verbose, self.tensorboard_log = seed, verbose, tensorboard_log
         self.num_timesteps = 0
@@ -263,6 +279,10 @@ class AD:
         n_starts = (data["lengths"][rows] - window + 1).clamp(min=1).double()
         uniform = th.rand(size, generator=self._sampler, dtype=th.float64).to(self.device)
         starts = (uniform * n_starts).long().minimum(n_starts.long() - 1)
+        fraction = self.hyperparameters["first_window_fraction"]
+        if fraction > 0:  # no draw otherwise, so that models without it keep their window sequence
+            first = th.rand(size, generator=self._sampler, dtype=th.float64).to(self.device) < fraction
+            starts = th.where(first, th.zeros_like(starts), starts)
         return rows, starts
 
     def _batch(self) -> tuple[th.Tensor, ...]:
@@ -270,7 +290,11 @@ class AD:
         rows, starts = self._window_starts()
         cols = starts[:, None] + th.arange(self.config.seq_len, device=self.device)
         batch = tuple(data[key][rows[:, None], cols] for key in ("observations", "actions", "rewards", "timesteps"))
-        return (*batch, cols < data["lengths"][rows, None])
+        trained = cols < data["lengths"][rows, None]
+        burn_in = self.hyperparameters["burn_in"]
+        if burn_in:
+            trained &= (starts[:, None] == 0) | (cols - starts[:, None] >= burn_in)
+        return (*batch, trained)
 
     def _learning_rate(self, update: int) -> float:
         hp = self.hyperparameters
@@ -294,7 +318,7 @@ class AD:
         flat_logits, flat_actions = logits.float().reshape(-1, self.config.n_actions), actions.reshape(-1)
         if bool(real.all()):
             loss = F.cross_entropy(flat_logits, flat_actions)
-        else:  # right padding of short histories: causal attention keeps it out of the real steps' outputs
+        else:  # right padding of short histories (causal attention keeps it out of the real steps' outputs), burn-in
             loss = F.cross_entropy(flat_logits[real.reshape(-1)], flat_actions[real.reshape(-1)])
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
