@@ -8,43 +8,25 @@ for the dm_control tasks, where a random policy's return is small.
 
     MUJOCO_GL=osmesa python benchmarks/pebble_iqm.py benchmarks/results/pebble_quality
 
-The random policy's return is measured here: uniform actions for ``--episodes`` episodes on each task's closing
-evaluation env (the runs' own, seeded the same), so the table needs no number from elsewhere.
+The random policy's return is ``benchmarks/quality.py``'s: uniform actions for 10 episodes, measured once per task and
+kept in ``results/quality/random_returns.json``.
 """
 
 import argparse
 from collections import defaultdict
 
 import numpy as np
+from quality import random_return  # benchmarks/quality.py: measured once per task, kept in its results
 
-from sb3_pref.envs import make_benchmark_vec_env
-from sb3_pref.experiments.registry import EVAL_SEED_OFFSET
 from sb3_pref.experiments.results import EVAL_KEY, load_runs
 from sb3_pref.experiments.stats import bootstrap_ci, iqm, stratified_bootstrap_ci
 
 ORDER = ("sac", "pebble", "ppo", "prefppo")
 
 
-def random_return(task: str, episodes: int, seed: int = 0) -> float:
-    """Mean return of uniform random actions over ``episodes`` episodes of ``task``."""
-    env = make_benchmark_vec_env(task, n_envs=1, seed=seed + EVAL_SEED_OFFSET)
-    env.action_space.seed(seed)
-    returns, total = [], 0.0
-    env.reset()
-    while len(returns) < episodes:
-        _, rewards, dones, _ = env.step(np.array([env.action_space.sample()]))
-        total += float(rewards[0])
-        if dones[0]:
-            returns.append(total)
-            total = 0.0
-    env.close()
-    return float(np.mean(returns))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir")
-    parser.add_argument("--episodes", type=int, default=10, help="episodes of the random policy per task")
     args = parser.parse_args()
 
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))  # algo -> task -> by seed
@@ -52,7 +34,7 @@ def main() -> None:
         if EVAL_KEY in run.final:
             scores[run.spec.algo][run.spec.task].append(float(run.final[EVAL_KEY]))
     tasks = sorted(scores["sac"])
-    floor = {task: random_return(task, args.episodes) for task in tasks}
+    floor = {task: random_return(task) for task in tasks}
     print("random policy: " + ", ".join(f"{task} {value:.1f}" for task, value in floor.items()))
     print(f"\n| method | {' | '.join(tasks)} | IQM [95% CI] | mean [95% CI] |")
     print("|---" * (len(tasks) + 3) + "|")
