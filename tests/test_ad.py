@@ -206,7 +206,7 @@ def test_burn_in_trains_the_first_steps_only_on_windows_that_start_a_history(tmp
         trained = model._batch()[-1]
         assert not trained[:, :5].any() and trained[:, 5:].all()  # mid-history windows: no loss on the first 5 steps
     model = AD(histories, seq_len=12, burn_in=5, first_window_fraction=0.5, **{**SMALL, "batch_size": 400})
-    rows, starts = model._window_starts()
+    _, starts = model._window_starts()
     assert 0.42 < float((starts == 0).float().mean()) < 0.58  # 400 draws of a fair coin: 4 standard deviations
     first_rows = model._batch()[-1].all(1)
     assert 0.42 < float(first_rows.float().mean()) < 0.58  # exactly the windows at a history's start train everywhere

@@ -213,10 +213,8 @@ def write_scores_csv(runs: list[RunResult], path: str, metaworld_metric: str = "
     keys = (RETURN_KEY, "rollout/success_rate", *QUALITY_KEYS)
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(
-            ["run_id", "algo", "task", "teacher", "budget", "seed", "status", "wall_time_s", "score_key", "score"]
-            + [*keys, EVAL_KEY]
-        )
+        columns = ["run_id", "algo", "task", "teacher", "budget", "seed", "status", "wall_time_s", "score_key", "score"]
+        writer.writerow([*columns, *keys, EVAL_KEY])
         for run in runs:
             key = score_key(run.spec.task, metaworld_metric)
             writer.writerow(
