@@ -142,7 +142,7 @@ def test_pebble_quality_grid_expands_to_its_runs():
     ]
     runs = config.runs()
     assert [run.run_id for run in runs] == expected
-    steps = {"Pendulum-v1": 20_000, "cartpole_swingup": 100_000, "walker_stand": 150_000}
+    steps = {"Pendulum-v1": 20_000, "cartpole_swingup": 100_000, "walker_stand": 100_000}
     assert all(run.total_timesteps == steps[run.task] for run in runs)  # the same env steps for every algorithm
     by_id = {run.run_id: run.hyperparameters for run in runs}
     sac = by_id["sac/walker_stand/seed0"]
@@ -154,6 +154,7 @@ def test_pebble_quality_grid_expands_to_its_runs():
     assert (pendulum["num_unsup_steps"], pendulum["num_interact"], pendulum["reward_hidden_dim"]) == (2000, 2000, 64)
     walker = by_id["pebble/walker_stand/oracle/1000x100/seed0"]
     assert (walker["num_interact"], walker["reward_hidden_dim"], walker["reward_hidden_depth"]) == (10_000, 64, 2)
+    assert walker["num_unsup_steps"] == 4000  # rounds at 5k-95k of 100k, as on cartpole_swingup
     # Every PEBBLE run spends its labels with steps to learn from the last round: seed + pretraining steps, then rounds.
     for run in runs:
         if run.algo == "pebble":
