@@ -32,7 +32,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
-from sb3_pref.ad import AD, Histories, collect_histories
+from sb3_pref.ad import AD, Histories, collect_histories, first_success_views
 from sb3_pref.ad.collect import CollectionIncomplete
 from sb3_pref.ad.evaluation import learner_curve, search_curve
 from sb3_pref.ad.presets import NOISY_ROOM, NOISY_ROOM_20
@@ -103,7 +103,8 @@ INCOMPLETE_EXIT_CODE = 3
 ROOM_DEFAULTS: dict[str, Any] = dict(
     size=9, episode_length=20, n_test=AD_TEST_GOALS, no_terminate_on_goal=False, learners_per_goal=1, episodes_per_trial=20,
     recency_bias=False, residual_dropout=0.1, anneal_fraction=0.5, anneal_after_reward=False, min_learning_rate=2e-6,
-    episode_stride=1, token_layout="triplet", burn_in=0, first_window_fraction=0.0,
+    episode_stride=1, token_layout="triplet", burn_in=0, first_window_fraction=0.0, first_success_views=0,
+    tail_episodes=30, tail_window=2000,
 )
 
 
@@ -139,6 +140,12 @@ def parse_args() -> argparse.Namespace:
                         help="train on the k views of each history that keep every k-th episode (offsets 0 .. k-1, "
                              "Histories.subsampled), each whole in the context, so that a slow learner's progress fits "
                              "it (default: 1); the source curve stays the full one")
+    parser.add_argument("--first-success-views", type=int, default=None, metavar="N",
+                        help="train on first-success views instead (sb3_pref.ad.first_success_views): from each of the "
+                             "first N episodes of a history, its episodes up to its first success, then --tail-episodes "
+                             "of its last --tail-window (default: 0, off)")
+    parser.add_argument("--tail-episodes", type=int, default=None, help="first-success views: default 30")
+    parser.add_argument("--tail-window", type=int, default=None, help="first-success views: default 2000")
     parser.add_argument("--burn-in", type=int, default=None,
                         help="steps at the start of a window that begins mid-history that carry no loss (default: 0)")
     parser.add_argument("--first-window-fraction", type=float, default=None,
@@ -156,6 +163,9 @@ def parse_args() -> argparse.Namespace:
     for name, value in {**ROOM_DEFAULTS, **ROOM_PRESETS.get(args.preset, {}), **PRESETS[args.preset]}.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
+    if args.first_success_views and args.episode_stride > 1:
+        parser.error(f"--first-success-views replaces the episode-stride views: pass --episode-stride 1 with it "
+                     f"(the preset {args.preset!r} sets {args.episode_stride})")
     return args
 
 
@@ -193,7 +203,8 @@ def train_ad(args: argparse.Namespace, histories: Any, deadline: float) -> AD:
         model_kwargs = {name: getattr(args, name) for name in PRESETS["seed"] if name not in ("learner", "steps")}
         model_kwargs.update(recency_bias=args.recency_bias, residual_dropout=args.residual_dropout,
                             token_layout=args.token_layout, min_learning_rate=args.min_learning_rate,
-                            pad_short_histories=args.episode_stride > 1, burn_in=args.burn_in,
+                            pad_short_histories=args.episode_stride > 1 or args.first_success_views > 0,
+                            burn_in=args.burn_in,
                             first_window_fraction=args.first_window_fraction)
         model = AD(histories, device=args.device, seed=args.seed, verbose=args.verbose, **model_kwargs)
     remaining = args.n_updates - model.num_timesteps
@@ -264,6 +275,9 @@ def main() -> None:
     # below stays the full, ordered one
     stride = args.episode_stride
     data = Histories.concatenate([histories.subsampled(stride, s) for s in range(stride)]) if stride > 1 else histories
+    if args.first_success_views:
+        data = first_success_views(histories, args.first_success_views, args.tail_episodes, args.tail_window,
+                                   np.random.default_rng(args.seed))
     data = data.shuffled(np.random.default_rng(args.seed)) if args.shuffled else data
     start = time.perf_counter()
     try:  # a stage that runs out of budget exits here: its seconds still count

@@ -20,6 +20,7 @@ from sb3_pref.ad import (
     HistoryRecorder,
     RecordHistoryCallback,
     collect_histories,
+    first_success_views,
     make_a2c_learner,
     record_learner,
     resolve_precision,
@@ -118,6 +119,52 @@ def test_subsampled_histories_keep_every_kth_whole_episode_in_order():
         histories.subsampled(2, 2)
     with pytest.raises(ValueError, match="complete episodes"):
         histories.truncated(3).subsampled(1)
+
+
+def _tagged_histories(returns_per_row: list[list[float]]) -> Histories:
+    """Histories whose observations hold their episode's index, episode ``e`` lasting ``1 + e % 3`` steps."""
+    rows = []
+    for returns in returns_per_row:
+        obs, rewards, dones, timesteps = [], [], [], []
+        for episode, value in enumerate(returns):
+            steps = 1 + episode % 3
+            obs += [[episode, 0.0]] * steps
+            rewards += [0.0] * (steps - 1) + [value]
+            dones += [False] * (steps - 1) + [True]
+            timesteps += list(range(steps))
+        rows.append(Histories(np.array([obs]), np.zeros((1, len(obs))), np.array([rewards]), np.array([dones]),
+                              np.array([timesteps]), np.array([[len(rows), 0]]), 5))
+    return Histories.concatenate(rows)
+
+
+def test_first_success_views_show_the_search_up_to_the_first_success_then_the_trained_learner():
+    pattern = [0, 0, 1, 0, 0, 0, 1, 1, 0, 1, 1, 1]
+    histories = _tagged_histories([pattern, [0.0] * 9])  # the second learner never succeeds: it gives no view
+    views = first_success_views(histories, n_starts=10, tail=3, tail_window=4, rng=np.random.default_rng(0))
+    episodes = []
+    for row in range(views.n_histories):
+        length = views.history_lengths[row]
+        firsts = views.timesteps[row, :length] == 0
+        episodes.append(views.observations[row, :length, 0][firsts].astype(int).tolist())
+        # whole episodes, each with its own return
+        np.testing.assert_array_equal(views.episode_returns()[row], np.array(pattern)[episodes[-1]])
+    # starts 0-7 (start 8's first success, episode 9, is inside the last 4 episodes); the first parts:
+    first_parts = [[0, 1, 2], [1, 2], [2], [3, 4, 5, 6], [4, 5, 6], [5, 6], [6], [7]]
+    assert [view[: len(part)] for view, part in zip(episodes, first_parts)] == first_parts
+    for view, part in zip(episodes, first_parts):
+        tail = view[len(part):]
+        assert len(tail) == 3 and tail == sorted(set(tail)) and min(tail) >= 8  # 3 of the last 4, in order
+    assert views.tasks[:, 0].tolist() == [0] * 8 and views.meta["views"] == "first_success"
+    again = first_success_views(histories, n_starts=10, tail=3, tail_window=4, rng=np.random.default_rng(0))
+    np.testing.assert_array_equal(again.observations, views.observations)  # the same generator, the same views
+    tails = {tuple(view[-3:]) for view in episodes}
+    assert len(tails) > 1  # tails are drawn per view
+    with pytest.raises(ValueError, match="tail_window"):
+        first_success_views(histories, 2, tail=5, tail_window=4, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="n_starts"):
+        first_success_views(histories, 0, tail=1, tail_window=4, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="never reached their goals"):
+        first_success_views(_tagged_histories([[0.0] * 5]), 2, tail=1, tail_window=2, rng=np.random.default_rng(0))
 
 
 def test_noisy_expert_anneals_from_the_first_reward_when_asked():

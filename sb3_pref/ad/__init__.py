@@ -5,6 +5,7 @@ from sb3_pref.ad.collect import collect_histories, record_learner
 from sb3_pref.ad.histories import HISTORY_FORMAT_VERSION, Histories, HistoryRecorder, RecordHistoryCallback
 from sb3_pref.ad.learners import A2C_SEED_SETTINGS, NoisyExpert, QLearning, make_a2c_learner
 from sb3_pref.ad.model import ADConfig, ADTransformer
+from sb3_pref.ad.views import first_success_views
 
 __all__ = [
     "A2C_SEED_SETTINGS",
@@ -18,6 +19,7 @@ __all__ = [
     "QLearning",
     "RecordHistoryCallback",
     "collect_histories",
+    "first_success_views",
     "make_a2c_learner",
     "record_learner",
     "resolve_precision",
