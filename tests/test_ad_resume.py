@@ -270,3 +270,21 @@ def test_train_ad_script_presets_match_the_library_presets(monkeypatch):
         for key in ("seq_len", "embed_dim", "n_layers", "n_heads", "ff_dim", "attention_dropout", "residual_dropout",
                     "recency_bias", "learning_rate", "min_learning_rate", "n_updates", "batch_size"):
             assert getattr(args, key) == model[key], (name, key)
+
+
+def test_train_ad_script_first_success_views_replace_the_stride_views(monkeypatch, capsys):
+    """``--first-success-views`` with a preset's episode stride is refused before any work, naming the fix."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_AD", os.path.join(ROOT, "examples", "train_AD.py"))
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    base = ["train_AD.py", "--env", "darkroom", "--preset", "a2c_room_150k", "--output-dir", "x",
+            "--first-success-views", "50"]
+    monkeypatch.setattr(sys, "argv", base)
+    with pytest.raises(SystemExit):
+        script.parse_args()
+    assert "pass --episode-stride 1" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", [*base, "--episode-stride", "1"])
+    args = script.parse_args()
+    assert (args.first_success_views, args.tail_episodes, args.tail_window, args.episode_stride) == (50, 30, 2000, 1)
