@@ -15,13 +15,10 @@ from sb3_pref.ad.histories import Histories
 _PER_STEP = ("observations", "actions", "rewards", "dones", "timesteps")
 
 
-def _episode_bounds(histories: Histories, row: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:return: first step, end (exclusive) and return of every complete episode of history ``row``"""
-    length = histories.history_lengths[row]
-    ends = np.flatnonzero(histories.dones[row, :length]) + 1
-    starts = np.concatenate([[0], ends[:-1]]).astype(np.int64)
-    sums = np.concatenate([[0.0], np.cumsum(histories.rewards[row, :length], dtype=np.float64)])
-    return starts, ends, sums[ends] - sums[starts]
+def _episode_bounds(histories: Histories, row: int) -> tuple[np.ndarray, np.ndarray]:
+    """:return: first step and end (exclusive) of every complete episode of history ``row``"""
+    ends = np.flatnonzero(histories.dones[row, : histories.history_lengths[row]]) + 1
+    return np.concatenate([[0], ends[:-1]]).astype(np.int64), ends
 
 
 def first_success_views(
@@ -46,8 +43,8 @@ def first_success_views(
     if tail_window < tail:
         raise ValueError(f"tail_window ({tail_window}) must hold at least tail ({tail}) episodes")
     indices, rows = [], []
-    for row in range(histories.n_histories):
-        starts, ends, returns = _episode_bounds(histories, row)
+    for row, returns in enumerate(histories.episode_returns()):
+        starts, ends = _episode_bounds(histories, row)
         n_episodes = len(ends)
         tail_from = max(n_episodes - tail_window, 0)
         # next_success[e]: the first episode at or after e with a positive return (n_episodes: none)
