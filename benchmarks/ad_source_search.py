@@ -8,7 +8,8 @@ over their first episodes, for A2C as recorded for AD and for two SB3 ways to ma
 - ``a2c_count_bonus``: A2C on one env, updated every 5 steps (learning rate 3e-3), its reward plus a count-based
   bonus ``beta / sqrt(N(cell))`` over its whole lifetime, so that its value favours cells it has seldom seen;
 - ``dqn_cells``: SB3's DQN on one-hot cells with a linear Q (a table), every value starting at 1 (optimistic), SGD,
-  epsilon 0.05: tabular Q-learning inside SB3, but updated from replayed batches;
+  epsilon 0.05 (``record_learner(..., "dqn")``, ``sb3_pref.ad.make_dqn_learner``): tabular Q-learning inside SB3,
+  updated from replayed batches;
 - ``qlearning``: the library's tabular Q-learner (optimistic, one update per step), the source that reached 0.83;
 - ``random``: uniform actions.
 
@@ -20,10 +21,7 @@ import time
 from typing import Any, Callable, Optional
 
 import numpy as np
-import torch as th
-from stable_baselines3 import DQN
 from stable_baselines3.common.env_util import make_vec_env
-from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
@@ -69,18 +67,6 @@ class EnvRewardCallback(RecordHistoryCallback):
         return super()._on_step()
 
 
-class Cells(BaseFeaturesExtractor):
-    """The one-hot cell of an ``(x, y)`` observation scaled to [0, 1]: a linear Q on it is a table."""
-
-    def __init__(self, observation_space: Any, size: int = 9) -> None:
-        super().__init__(observation_space, size * size)
-        self.size = size
-
-    def forward(self, observations: th.Tensor) -> th.Tensor:
-        xy = th.round(observations * (self.size - 1)).long()
-        return th.nn.functional.one_hot(xy[:, 0] * self.size + xy[:, 1], self.size * self.size).float()
-
-
 def a2c_count_bonus(goal: Goal, steps: int, seed: int) -> np.ndarray:
     venv = VecCountBonus(make_vec_env(DarkRoom, n_envs=1, seed=seed, env_kwargs=dict(goals=[goal], **ROOM)), beta=0.1)
     model = make_a2c_learner(venv, seed=seed, learning_rate=3e-3, n_steps=5)
@@ -91,20 +77,7 @@ def a2c_count_bonus(goal: Goal, steps: int, seed: int) -> np.ndarray:
 
 
 def dqn_cells(goal: Goal, steps: int, seed: int) -> np.ndarray:
-    venv = make_vec_env(DarkRoom, n_envs=1, seed=seed, env_kwargs=dict(goals=[goal], **ROOM))
-    model = DQN("MlpPolicy", venv, learning_rate=8.0, buffer_size=steps, learning_starts=0, batch_size=32, gamma=0.9,
-                train_freq=1, target_update_interval=100, exploration_fraction=0.0, exploration_initial_eps=0.05,
-                exploration_final_eps=0.05, max_grad_norm=1e9, seed=seed, device="cpu",
-                policy_kwargs=dict(features_extractor_class=Cells, net_arch=[], optimizer_class=th.optim.SGD))
-    for network in (model.q_net, model.q_net_target):
-        layer = network.q_net[0]
-        layer.weight.data.fill_(1.0)  # optimistic: every untried action of every cell is worth the goal
-        layer.bias.data.zero_()
-        layer.bias.requires_grad_(False)  # a per-action bias would move every cell's values at once
-    callback = RecordHistoryCallback(HistoryRecorder(1))
-    model.learn(steps, callback=callback)
-    assert callback.recorder is not None
-    return callback.recorder.to_histories(goal, 5, {}).episode_returns()[0]
+    return record_learner(goal, "dqn", steps, seed, env_kwargs=ROOM).episode_returns()[0]
 
 
 def random_walk(goal: Goal, steps: int, seed: int) -> np.ndarray:

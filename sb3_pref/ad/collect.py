@@ -11,17 +11,18 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from typing import Any, Optional, cast
+from typing import Any, Optional, Union, cast
 
 import gymnasium as gym
 import numpy as np
+from stable_baselines3 import A2C, DQN
 from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_pref.ad.histories import Histories, HistoryRecorder, RecordHistoryCallback
-from sb3_pref.ad.learners import NoisyExpert, QLearning, make_a2c_learner
+from sb3_pref.ad.learners import NoisyExpert, QLearning, make_a2c_learner, make_dqn_learner
 from sb3_pref.envs.darkroom import DarkRoom, Goal
 
-LEARNERS = ("a2c", "qlearning", "noisy_expert")
+LEARNERS = ("a2c", "dqn", "qlearning", "noisy_expert")
 
 
 class CollectionIncomplete(RuntimeError):
@@ -42,10 +43,11 @@ def record_learner(
     Train one learner on one goal and return its history.
 
     :param goal: the DarkRoom goal
-    :param learner: ``"a2c"`` (the seed's A3C settings), ``"qlearning"`` or ``"noisy_expert"``
+    :param learner: ``"a2c"`` (the seed's A3C settings), ``"dqn"`` (:func:`make_dqn_learner`, one env),
+        ``"qlearning"`` or ``"noisy_expert"``
     :param steps: env steps the learner trains for
     :param seed: the learner's seed
-    :param n_envs: parallel envs (A2C only; the cheap learners use one)
+    :param n_envs: parallel envs (A2C only; DQN and the cheap learners use one)
     :param max_steps: keep at most this many transitions (the seed keeps 800k of 2.5M)
     :param env_kwargs: :class:`DarkRoom` arguments besides the goal
     :param learner_kwargs: arguments of the learner
@@ -59,9 +61,10 @@ def record_learner(
         k: v for k, v in learner_kwargs.items() if isinstance(v, (int, float, str, bool))
     })
     start = time.perf_counter()
-    if learner == "a2c":
+    if learner in ("a2c", "dqn"):
+        n_envs = n_envs if learner == "a2c" else 1
         venv = make_vec_env(DarkRoom, n_envs=n_envs, seed=seed, env_kwargs=dict(goals=[goal], **env_kwargs))
-        model = make_a2c_learner(venv, seed=seed, **learner_kwargs)
+        model: Union[A2C, DQN] = (make_a2c_learner if learner == "a2c" else make_dqn_learner)(venv, seed, **learner_kwargs)
         callback = RecordHistoryCallback(HistoryRecorder(n_envs, max_steps))
         model.learn(steps, callback=callback)
         recorder = callback.recorder

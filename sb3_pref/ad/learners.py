@@ -2,6 +2,8 @@
 Source learners whose learning histories Algorithm Distillation distils.
 
 - :func:`make_a2c_learner`: SB3's ``A2C`` with the seed's A3C settings (the faithful default);
+- :func:`make_dqn_learner`: SB3's ``DQN`` with a linear Q over one-hot cells (a table) that starts optimistic, an
+  SB3 learner that searches a room it has not seen instead of walking at random (benchmarks/AD.md);
 - :class:`QLearning`: tabular Q-learning with optimistic values, a cheap real learner for tests and
   quick runs (thousands of steps per second, no network);
 - :class:`NoisyExpert`: DarkRoom's shortest path taken with probability ``1 - epsilon``, ``epsilon``
@@ -16,7 +18,7 @@ from typing import Any, Optional, cast
 import gymnasium as gym
 import numpy as np
 import torch as th
-from stable_baselines3 import A2C
+from stable_baselines3 import A2C, DQN
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from stable_baselines3.common.vec_env import VecEnv
 
@@ -66,6 +68,71 @@ def make_a2c_learner(env: VecEnv, seed: Optional[int] = None, **overrides: Any) 
     """
     settings = {**A2C_SEED_SETTINGS, **overrides}
     return A2C("MlpPolicy", env, seed=seed, device="cpu", **settings)
+
+
+class CellsExtractor(BaseFeaturesExtractor):
+    """
+    The one-hot cell of a DarkRoom observation: ``(x, y)`` scaled to [0, 1] (``observation="xy"``) is turned into
+    one of ``size * size`` cells, a one-hot observation passes as it is. A linear layer on it is a table.
+
+    :param observation_space: DarkRoom's observation space
+    :param size: the room's side
+    """
+
+    def __init__(self, observation_space: gym.spaces.Box, size: int = 9) -> None:
+        super().__init__(observation_space, size * size)
+        self.size = size
+        n_inputs = int(np.prod(observation_space.shape))
+        if n_inputs not in (2, size * size):
+            raise ValueError(f"CellsExtractor needs (x, y) or {size * size} one-hot cells, got {n_inputs} inputs")
+        self.xy = n_inputs == 2
+
+    def forward(self, observations: th.Tensor) -> th.Tensor:
+        if not self.xy:
+            return observations
+        xy = th.round(observations * (self.size - 1)).long()
+        return th.nn.functional.one_hot(xy[:, 0] * self.size + xy[:, 1], self.size * self.size).float()
+
+
+#: :func:`make_dqn_learner`'s settings: one gradient step per env step on replayed batches of 32, SGD whose step
+#: moves a sampled value a quarter of the way to its target (8 / 32), QLearning's discount and epsilon
+DQN_TABULAR_SETTINGS: dict[str, Any] = dict(
+    learning_rate=8.0,
+    buffer_size=100_000,
+    learning_starts=0,
+    batch_size=32,
+    gamma=0.9,
+    train_freq=1,
+    gradient_steps=1,
+    target_update_interval=100,
+    exploration_fraction=0.0,
+    exploration_initial_eps=0.05,
+    exploration_final_eps=0.05,
+)
+
+
+def make_dqn_learner(env: VecEnv, seed: Optional[int] = None, initial_value: float = 1.0, **overrides: Any) -> DQN:
+    """
+    SB3 ``DQN`` whose Q is a table (:class:`CellsExtractor` and one linear layer, no bias) with every value starting
+    at ``initial_value``. Optimism makes it try the actions it has not tried, so before its first success it
+    searches the room; epsilon-greedy DQN with a network starts from a random walk (benchmarks/ad_source_search.py).
+
+    :param env: a DarkRoom VecEnv (one env: the history is then one learner's episodes in order)
+    :param seed: the learner's seed
+    :param initial_value: the optimistic initial value of every action in every cell (the goal is worth 1)
+    :param overrides: any other ``DQN`` argument
+    """
+    size = int(env.get_attr("size")[0])
+    settings = {**DQN_TABULAR_SETTINGS, **overrides}
+    policy_kwargs = dict(features_extractor_class=CellsExtractor, features_extractor_kwargs=dict(size=size),
+                         net_arch=[], optimizer_class=th.optim.SGD)
+    model = DQN("MlpPolicy", env, seed=seed, device="cpu", policy_kwargs=policy_kwargs, **settings)
+    for network in (model.q_net, model.q_net_target):
+        layer = network.q_net[0]
+        layer.weight.data.fill_(initial_value)
+        layer.bias.data.zero_()
+        layer.bias.requires_grad_(False)  # a per-action bias would move that action's value in every cell at once
+    return model
 
 
 class QLearning:

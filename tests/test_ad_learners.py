@@ -1,0 +1,48 @@
+"""The source learners of Algorithm Distillation: SB3's DQN on a table of cells (``record_learner(..., "dqn")``)."""
+
+import numpy as np
+import pytest
+import torch as th
+from stable_baselines3.common.env_util import make_vec_env
+
+from sb3_pref.ad import DQN_TABULAR_SETTINGS, CellsExtractor, make_dqn_learner, record_learner
+from sb3_pref.envs.darkroom import DarkRoom
+
+ROOM = dict(size=5, episode_length=8, terminate_on_goal=True)
+
+
+def test_cells_extractor_turns_xy_into_the_cell_and_keeps_one_hot_cells():
+    room = DarkRoom(goals=[(0, 0)], **ROOM)
+    extractor = CellsExtractor(room.observation_space, size=5)
+    xy = th.tensor([[0.0, 0.0], [0.5, 0.5], [1.0, 0.25], [0.75, 1.0]])  # cells (0, 0), (2, 2), (4, 1), (3, 4)
+    cells = extractor(xy)
+    assert cells.shape == (4, 25) and th.equal(cells.sum(dim=1), th.ones(4))
+    assert cells.argmax(dim=1).tolist() == [0, 12, 21, 19]
+    onehot = DarkRoom(goals=[(0, 0)], observation="onehot", **ROOM).observation_space
+    same = th.eye(25)[:3]
+    assert th.equal(CellsExtractor(onehot, size=5)(same), same)
+    with pytest.raises(ValueError, match="49 one-hot cells, got 25 inputs"):
+        CellsExtractor(onehot, size=7)
+
+
+def test_dqn_learner_starts_optimistic_and_learns_the_room():
+    venv = make_vec_env(DarkRoom, n_envs=1, seed=0, env_kwargs=dict(goals=[(0, 0)], **ROOM))
+    model = make_dqn_learner(venv, seed=0)
+    assert model.learning_rate == DQN_TABULAR_SETTINGS["learning_rate"] and model.gamma == 0.9
+    obs = th.as_tensor(venv.reset(), dtype=th.float32)
+    for network in (model.q_net, model.q_net_target):
+        assert th.allclose(network(obs), th.ones(1, 5))  # every action of every cell starts at the goal's value
+        assert not network.q_net[0].bias.requires_grad
+    # One learner on a goal 4 steps from the start: it finds the goal, then takes it nearly every episode.
+    returns = record_learner((0, 0), "dqn", 1500, seed=1, env_kwargs=ROOM).episode_returns()[0]
+    assert set(np.unique(returns)) == {0.0, 1.0}  # the env's own reward
+    assert returns[-50:].mean() >= 0.9
+    room, rng, found = DarkRoom(goals=[(0, 0)], **ROOM), np.random.default_rng(0), []
+    for episode in range(200):  # a random walk on the same room, for scale
+        room.reset(seed=episode)
+        for _ in range(8):
+            _, reward, terminated, _, _ = room.step(int(rng.integers(5)))
+            if terminated:
+                break
+        found.append(reward)
+    assert np.mean(found) < 0.3  # 0.07 with this generator
