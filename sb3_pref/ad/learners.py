@@ -128,7 +128,7 @@ def make_dqn_learner(env: VecEnv, seed: Optional[int] = None, initial_value: flo
                          net_arch=[], optimizer_class=th.optim.SGD)
     model = DQN("MlpPolicy", env, seed=seed, device="cpu", policy_kwargs=policy_kwargs, **settings)
     for network in (model.q_net, model.q_net_target):
-        layer = network.q_net[0]
+        layer = cast(th.nn.Linear, network.q_net[0])
         layer.weight.data.fill_(initial_value)
         layer.bias.data.zero_()
         layer.bias.requires_grad_(False)  # a per-action bias would move that action's value in every cell at once
