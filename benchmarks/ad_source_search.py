@@ -7,8 +7,8 @@ over their first episodes, for A2C as recorded for AD and for two SB3 ways to ma
 - ``a2c``: the AD source (``record_learner(..., "a2c")``, 10 envs, learning rate 1e-3), its history in recorded order;
 - ``a2c_count_bonus``: A2C on one env, updated every 5 steps (learning rate 3e-3), its reward plus a count-based
   bonus ``beta / sqrt(N(cell))`` over its whole lifetime, so that its value favours cells it has seldom seen;
-- ``dqn_cells``: SB3's DQN on one-hot cells with a linear Q (a table), every value starting at 1 (optimistic), SGD,
-  epsilon 0.05 (``record_learner(..., "dqn")``, ``sb3_pref.ad.make_dqn_learner``): tabular Q-learning inside SB3,
+- ``dqn_cells``: SB3's DQN on one-hot cells with a linear Q (a table), every value starting at 1 (optimistic) plus
+  a seeded draw under 0.01 that breaks ties, SGD, epsilon 0.05 (``record_learner(..., "dqn")``, ``sb3_pref.ad.make_dqn_learner``): tabular Q-learning inside SB3,
   updated from replayed batches;
 - ``qlearning``: the library's tabular Q-learner (optimistic, one update per step), the source that reached 0.83;
 - ``random``: uniform actions.

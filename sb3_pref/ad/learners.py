@@ -111,7 +111,9 @@ DQN_TABULAR_SETTINGS: dict[str, Any] = dict(
 )
 
 
-def make_dqn_learner(env: VecEnv, seed: Optional[int] = None, initial_value: float = 1.0, **overrides: Any) -> DQN:
+def make_dqn_learner(
+    env: VecEnv, seed: Optional[int] = None, initial_value: float = 1.0, tie_break: float = 0.01, **overrides: Any
+) -> DQN:
     """
     SB3 ``DQN`` whose Q is a table (:class:`CellsExtractor` and one linear layer, no bias) with every value starting
     at ``initial_value``. Optimism makes it try the actions it has not tried, so before its first success it
@@ -120,6 +122,8 @@ def make_dqn_learner(env: VecEnv, seed: Optional[int] = None, initial_value: flo
     :param env: a DarkRoom VecEnv (one env: the history is then one learner's episodes in order)
     :param seed: the learner's seed
     :param initial_value: the optimistic initial value of every action in every cell (the goal is worth 1)
+    :param tie_break: each initial value is raised by a uniform draw in ``[0, tie_break)`` (seeded by ``seed``), so
+        that untried actions are tried in a random order, not always the first one first
     :param overrides: any other ``DQN`` argument
     """
     size = int(env.get_attr("size")[0])
@@ -127,11 +131,16 @@ def make_dqn_learner(env: VecEnv, seed: Optional[int] = None, initial_value: flo
     policy_kwargs = dict(features_extractor_class=CellsExtractor, features_extractor_kwargs=dict(size=size),
                          net_arch=[], optimizer_class=th.optim.SGD)
     model = DQN("MlpPolicy", env, seed=seed, device="cpu", policy_kwargs=policy_kwargs, **settings)
-    for network in (model.q_net, model.q_net_target):
-        layer = cast(th.nn.Linear, network.q_net[0])
-        layer.weight.data.fill_(initial_value)
-        layer.bias.data.zero_()
-        layer.bias.requires_grad_(False)  # a per-action bias would move that action's value in every cell at once
+    # Optimistic values, each raised by a seeded draw below a step of learning: equal values would make argmax take
+    # the first action in every untried cell, so every learner would sweep the room in the same order and bump into
+    # the same walls (AD copied that and searched worse than a random walk, benchmarks/AD.md); QLearning breaks ties
+    # at random for the same reason.
+    generator = th.Generator().manual_seed(0 if seed is None else int(seed))
+    layer = cast(th.nn.Linear, model.q_net.q_net[0])
+    layer.weight.data.copy_(initial_value + tie_break * th.rand(layer.weight.shape, generator=generator))
+    layer.bias.data.zero_()
+    layer.bias.requires_grad_(False)  # a per-action bias would move that action's value in every cell at once
+    model.q_net_target.load_state_dict(model.q_net.state_dict())
     return model
 
 
