@@ -8,12 +8,12 @@ over their first episodes, for A2C as recorded for AD and for two SB3 ways to ma
 - ``a2c_count_bonus``: A2C on one env, updated every 5 steps (learning rate 3e-3), its reward plus a count-based
   bonus ``beta / sqrt(N(cell))`` over its whole lifetime, so that its value favours cells it has seldom seen;
 - ``dqn_cells``: SB3's DQN on one-hot cells with a linear Q (a table), every value starting at 1 (optimistic) plus
-  a seeded draw under 0.01 that breaks ties, SGD, epsilon 0.05 (``record_learner(..., "dqn")``, ``sb3_pref.ad.make_dqn_learner``): tabular Q-learning inside SB3,
-  updated from replayed batches;
+  a seeded draw under 0.01 that breaks ties, SGD, epsilon 0.05 (``record_learner(..., "dqn")``,
+  ``sb3_pref.ad.make_dqn_learner``): tabular Q-learning inside SB3, updated from replayed batches;
 - ``qlearning``: the library's tabular Q-learner (optimistic, one update per step), the source that reached 0.83;
 - ``random``: uniform actions.
 
-    OMP_NUM_THREADS=1 python benchmarks/ad_source_search.py --goals 12 --steps 4000
+    OMP_NUM_THREADS=1 python benchmarks/ad_source_search.py --goals 20 --steps 4000
 """
 
 import argparse
