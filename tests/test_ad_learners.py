@@ -25,10 +25,36 @@ def test_cells_extractor_turns_xy_into_the_cell_and_keeps_one_hot_cells():
         CellsExtractor(onehot, size=7)
 
 
+def test_dqn_learner_step_is_a_q_learning_update():
+    # Each env step must move only the value just tried, half way to reward + 0.9 * the next cell's best value (0 at
+    # the goal), from the table as it was before the step: replayed batches or a stale target would break this.
+    room = dict(goals=[(1, 0)], **ROOM)
+    venv = make_vec_env(DarkRoom, n_envs=1, seed=0, env_kwargs=room)
+    model = make_dqn_learner(venv, seed=3)
+    table = model.q_net.q_net[0].weight  # (actions, cells)
+    extract = model.q_net.features_extractor
+    moved, rewarded = 0, 0
+    for step in range(60):
+        before = table.detach().clone()
+        model.learn(1, reset_num_timesteps=step == 0)
+        buffer = model.replay_buffer
+        cell = int(extract(th.as_tensor(buffer.observations[0])).argmax())
+        next_cell = int(extract(th.as_tensor(buffer.next_observations[0])).argmax())
+        action, reward = int(buffer.actions[0, 0, 0]), float(buffer.rewards[0, 0])
+        done = float(buffer.dones[0, 0] * (1 - buffer.timeouts[0, 0]))  # a time limit is not the goal: it bootstraps
+        target = reward + 0.9 * (1.0 - done) * float(before[:, next_cell].max())
+        expected = before.clone()
+        expected[action, cell] += 0.5 * (target - before[action, cell])
+        assert th.allclose(table.detach(), expected, atol=1e-6), f"step {step}"
+        moved += int(abs(target - float(before[action, cell])) > 1e-3)
+        rewarded += int(reward > 0)
+    assert moved >= 50 and rewarded >= 1  # the check saw real updates, the goal's included
+
+
 def test_dqn_learner_starts_optimistic_and_learns_the_room():
     venv = make_vec_env(DarkRoom, n_envs=1, seed=0, env_kwargs=dict(goals=[(0, 0)], **ROOM))
     model = make_dqn_learner(venv, seed=0)
-    assert model.learning_rate == DQN_TABULAR_SETTINGS["learning_rate"] and model.gamma == 0.9
+    assert model.learning_rate == DQN_TABULAR_SETTINGS["learning_rate"] == 0.5 and model.gamma == 0.9
     obs = th.as_tensor(venv.reset(), dtype=th.float32)
     values = model.q_net(obs)
     assert th.equal(values, model.q_net_target(obs)) and not model.q_net.q_net[0].bias.requires_grad

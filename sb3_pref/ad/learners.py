@@ -95,17 +95,21 @@ class CellsExtractor(BaseFeaturesExtractor):
         return th.nn.functional.one_hot(xy[:, 0] * self.size + xy[:, 1], self.size * self.size).float()
 
 
-#: :func:`make_dqn_learner`'s settings: one gradient step per env step on replayed batches of 32, SGD whose step
-#: moves a sampled value a quarter of the way to its target (8 / 32), QLearning's discount and epsilon
+#: :func:`make_dqn_learner`'s settings: online Q-learning inside SB3's DQN. A buffer of one transition and a batch of
+#: one make each gradient step learn from the step just taken, and a target network copied at every step makes the
+#: target the current table's, so one SGD step moves the value just tried half way to its target, as QLearning does
+#: (Huber's gradient is the error while it is under 1, and values here stay in [0, 1]). With replayed batches and a
+#: target copied every 100 steps (the fifth run in benchmarks/AD.md), a failed action kept its value long enough for
+#: the learner to repeat it, and AD copied the repetition.
 DQN_TABULAR_SETTINGS: dict[str, Any] = dict(
-    learning_rate=8.0,
-    buffer_size=100_000,
+    learning_rate=0.5,
+    buffer_size=1,
     learning_starts=0,
-    batch_size=32,
+    batch_size=1,
     gamma=0.9,
     train_freq=1,
     gradient_steps=1,
-    target_update_interval=100,
+    target_update_interval=1,
     exploration_fraction=0.0,
     exploration_initial_eps=0.05,
     exploration_final_eps=0.05,
@@ -119,8 +123,7 @@ def make_dqn_learner(
     SB3 ``DQN`` whose Q is a table (:class:`CellsExtractor` and one linear layer, no bias) with every value starting
     at ``initial_value``. Optimism makes it try actions it has not tried; on the seed's room it finds a new goal and
     learns it about as fast as :class:`QLearning`, where A2C is still at a random walk's level after 200 episodes
-    (benchmarks/ad_source_search.py). It repeats its last action more often than QLearning does, because a failed
-    action's value falls only through replayed batches and a target network (benchmarks/AD.md, fifth run).
+    (benchmarks/ad_source_search.py). With :data:`DQN_TABULAR_SETTINGS` each step is QLearning's update.
 
     :param env: a DarkRoom VecEnv (one env: the history is then one learner's episodes in order)
     :param seed: the learner's seed
