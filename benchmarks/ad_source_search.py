@@ -9,7 +9,10 @@ over their first episodes, for A2C as recorded for AD and for two SB3 ways to ma
   bonus ``beta / sqrt(N(cell))`` over its whole lifetime, so that its value favours cells it has seldom seen;
 - ``dqn_cells``: SB3's DQN on one-hot cells with a linear Q (a table), every value starting at 1 (optimistic) plus
   a seeded draw under 0.01 that breaks ties, SGD, epsilon 0.05 (``record_learner(..., "dqn")``,
-  ``sb3_pref.ad.make_dqn_learner``): tabular Q-learning inside SB3, updated from replayed batches;
+  ``sb3_pref.ad.make_dqn_learner``): tabular Q-learning inside SB3, one update per step from the step just taken
+  (a buffer and a batch of one, the target network copied every step);
+- ``dqn_cells_replay``: the same table learned from replayed batches of 32 (learning rate 8), the target network
+  copied every 100 steps: the settings of AD's fifth run;
 - ``qlearning``: the library's tabular Q-learner (optimistic, one update per step), the source that reached 0.83;
 - ``random``: uniform actions.
 
@@ -80,6 +83,14 @@ def dqn_cells(goal: Goal, steps: int, seed: int) -> np.ndarray:
     return record_learner(goal, "dqn", steps, seed, env_kwargs=ROOM).episode_returns()[0]
 
 
+#: the fifth run's DQN settings (benchmarks/AD.md), before the learner became online
+DQN_REPLAY = dict(learning_rate=8.0, buffer_size=100_000, batch_size=32, target_update_interval=100)
+
+
+def dqn_cells_replay(goal: Goal, steps: int, seed: int) -> np.ndarray:
+    return record_learner(goal, "dqn", steps, seed, env_kwargs=ROOM, learner_kwargs=DQN_REPLAY).episode_returns()[0]
+
+
 def random_walk(goal: Goal, steps: int, seed: int) -> np.ndarray:
     env, rng = DarkRoom(goals=[goal], **ROOM), np.random.default_rng(seed)
     returns, total = [], 0.0
@@ -99,6 +110,7 @@ SOURCES: dict[str, Callable[[Goal, int, int], np.ndarray]] = {
                                                     learner_kwargs=dict(learning_rate=1e-3)).episode_returns()[0],
     "a2c_count_bonus": a2c_count_bonus,
     "dqn_cells": dqn_cells,
+    "dqn_cells_replay": dqn_cells_replay,
     "qlearning": lambda goal, steps, seed: record_learner(goal, "qlearning", steps, seed,
                                                           env_kwargs=ROOM).episode_returns()[0],
     "random": random_walk,

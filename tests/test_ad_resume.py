@@ -288,3 +288,21 @@ def test_train_ad_script_first_success_views_replace_the_stride_views(monkeypatc
     monkeypatch.setattr(sys, "argv", [*base, "--episode-stride", "1"])
     args = script.parse_args()
     assert (args.first_success_views, args.tail_episodes, args.tail_window, args.episode_stride) == (50, 30, 2000, 1)
+
+
+def test_train_ad_script_dqn_room_preset_is_the_sixth_runs_command(monkeypatch):
+    """``--preset dqn_room`` alone gives the options of benchmarks/AD.md's sixth run, and flags still override it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_AD", os.path.join(ROOT, "examples", "train_AD.py"))
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setattr(sys, "argv", ["train_AD.py", "--env", "darkroom", "--preset", "dqn_room", "--output-dir", "x"])
+    args = script.parse_args()  # a2c_room_150k's episode stride would be refused beside first-success views
+    run = dict(learner="dqn", steps=30_000, max_history_steps=30_000, episode_stride=1, first_success_views=100,
+               tail_window=300, n_updates=15_000, eval_trials=230, seq_len=160, token_layout="transition", size=9,
+               episode_length=20, n_test=23)
+    assert {key: getattr(args, key) for key in run} == run
+    monkeypatch.setattr(sys, "argv", [*sys.argv, "--eval-trials", "12", "--steps", "500"])
+    args = script.parse_args()
+    assert (args.eval_trials, args.steps, args.learner) == (12, 500, "dqn")
