@@ -63,7 +63,9 @@ def test_dqn_learner_starts_optimistic_and_learns_the_room():
     first_choices = {int(make_dqn_learner(venv, seed=s).q_net(obs).argmax()) for s in range(20)}
     assert len(first_choices) >= 4  # untried actions in a random order: not always action 0 first
     # One learner on a goal 4 steps from the start: it finds the goal, then takes it nearly every episode.
-    returns = record_learner((0, 0), "dqn", 2500, seed=1, env_kwargs=ROOM).episode_returns()[0]
+    history = record_learner((0, 0), "dqn", 2500, seed=1, env_kwargs=ROOM, learner_kwargs=dict(learning_rate=0.4))
+    assert history.meta["learner_kwargs"] == {**DQN_TABULAR_SETTINGS, "learning_rate": 0.4}  # the file says its learner
+    returns = history.episode_returns()[0]
     assert set(np.unique(returns)) == {0.0, 1.0}  # the env's own reward
     assert returns[-50:].mean() >= 0.9
     room, rng, found = DarkRoom(goals=[(0, 0)], **ROOM), np.random.default_rng(0), []

@@ -19,7 +19,7 @@ from stable_baselines3 import A2C, DQN
 from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_pref.ad.histories import Histories, HistoryRecorder, RecordHistoryCallback
-from sb3_pref.ad.learners import NoisyExpert, QLearning, make_a2c_learner, make_dqn_learner
+from sb3_pref.ad.learners import DQN_TABULAR_SETTINGS, NoisyExpert, QLearning, make_a2c_learner, make_dqn_learner
 from sb3_pref.envs.darkroom import DarkRoom, Goal
 
 LEARNERS = ("a2c", "dqn", "qlearning", "noisy_expert")
@@ -57,8 +57,11 @@ def record_learner(
         raise ValueError(f"learner must be one of {LEARNERS}, got {learner!r}")
     env_kwargs = dict(env_kwargs or {})
     learner_kwargs = dict(learner_kwargs or {})
+    # DQN's defaults are written out too: they changed once (benchmarks/AD.md, sixth run), and a history file must say
+    # which learner made it
+    described = {**DQN_TABULAR_SETTINGS, **learner_kwargs} if learner == "dqn" else learner_kwargs
     meta = dict(learner=learner, steps=int(steps), seed=int(seed), env="DarkRoom", env_kwargs=env_kwargs, learner_kwargs={
-        k: v for k, v in learner_kwargs.items() if isinstance(v, (int, float, str, bool))
+        k: v for k, v in described.items() if isinstance(v, (int, float, str, bool))
     })
     start = time.perf_counter()
     if learner in ("a2c", "dqn"):
