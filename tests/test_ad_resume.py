@@ -247,15 +247,21 @@ def test_noisy_room_presets_are_grid_presets_matching_the_library_presets():
                          seeds=1))
 
 
-def test_train_ad_script_presets_match_the_library_presets(monkeypatch):
-    """``examples/train_AD.py --preset noisy_room[_20]`` runs exactly :mod:`sb3_pref.ad.presets`' settings."""
+def _train_ad_script():
+    """examples/train_AD.py as a module (it is a script, not part of the package)."""
     import importlib.util
-
-    from sb3_pref.ad.presets import NOISY_ROOM, NOISY_ROOM_20
 
     spec = importlib.util.spec_from_file_location("train_AD", os.path.join(ROOT, "examples", "train_AD.py"))
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
+    return script
+
+
+def test_train_ad_script_presets_match_the_library_presets(monkeypatch):
+    """``examples/train_AD.py --preset noisy_room[_20]`` runs exactly :mod:`sb3_pref.ad.presets`' settings."""
+    from sb3_pref.ad.presets import NOISY_ROOM, NOISY_ROOM_20
+
+    script = _train_ad_script()
     for name, preset in (("noisy_room", NOISY_ROOM), ("noisy_room_20", NOISY_ROOM_20)):
         monkeypatch.setattr(sys, "argv", ["train_AD.py", "--env", "darkroom", "--preset", name, "--output-dir", "x"])
         args = script.parse_args()
@@ -274,11 +280,7 @@ def test_train_ad_script_presets_match_the_library_presets(monkeypatch):
 
 def test_train_ad_script_first_success_views_replace_the_stride_views(monkeypatch, capsys):
     """``--first-success-views`` with a preset's episode stride is refused before any work, naming the fix."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("train_AD", os.path.join(ROOT, "examples", "train_AD.py"))
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _train_ad_script()
     base = ["train_AD.py", "--env", "darkroom", "--preset", "a2c_room_150k", "--output-dir", "x",
             "--first-success-views", "50"]
     monkeypatch.setattr(sys, "argv", base)
@@ -292,11 +294,7 @@ def test_train_ad_script_first_success_views_replace_the_stride_views(monkeypatc
 
 def test_train_ad_script_dqn_room_preset_is_the_sixth_runs_command(monkeypatch):
     """``--preset dqn_room`` alone gives the options of benchmarks/AD.md's sixth run, and flags still override it."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("train_AD", os.path.join(ROOT, "examples", "train_AD.py"))
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _train_ad_script()
     monkeypatch.setattr(sys, "argv", ["train_AD.py", "--env", "darkroom", "--preset", "dqn_room", "--output-dir", "x"])
     args = script.parse_args()  # a2c_room_150k's episode stride would be refused beside first-success views
     run = dict(learner="dqn", steps=30_000, max_history_steps=30_000, episode_stride=1, first_success_views=100,
