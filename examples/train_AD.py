@@ -91,7 +91,7 @@ PRESETS["a2c_room_transition"] = dict(PRESETS["a2c_room"], n_updates=6_000)
 #: its episodes it is at (benchmarks/AD.md, "The seed's room, third run")
 PRESETS["a2c_room_150k"] = dict(PRESETS["a2c_room_transition"], steps=150_000, seq_len=160)
 #: ``dqn_room``: the seed's room with SB3 DQN learners that search like tabular Q-learning (``make_dqn_learner``,
-#: 30k steps each, one history per training goal), the model trained 15,000 updates on first-success views, and 230
+#: 30k steps each, two learners per training goal), the model trained 15,000 updates on first-success views, and 230
 #: evaluation trials (benchmarks/AD.md, "The seed's room, sixth run")
 PRESETS["dqn_room"] = dict(PRESETS["a2c_room_150k"], learner="dqn", steps=30_000, max_history_steps=30_000,
                            n_updates=15_000)
@@ -103,8 +103,8 @@ ROOM_PRESETS: dict[str, dict[str, Any]] = {
 }
 ROOM_PRESETS["a2c_room_transition"] = dict(ROOM_PRESETS["a2c_room"], token_layout="transition")
 ROOM_PRESETS["a2c_room_150k"] = dict(ROOM_PRESETS["a2c_room_transition"], episode_stride=400)
-ROOM_PRESETS["dqn_room"] = dict(ROOM_PRESETS["a2c_room_150k"], episode_stride=1, first_success_views=100, tail_window=300,
-                                eval_trials=230)
+ROOM_PRESETS["dqn_room"] = dict(ROOM_PRESETS["a2c_room_150k"], learners_per_goal=2, episode_stride=1,
+                                first_success_views=100, tail_window=300, eval_trials=230)
 #: exit status of a call that ran out of its ``--time-budget`` before the last stage (run the same command again)
 INCOMPLETE_EXIT_CODE = 3
 ROOM_DEFAULTS: dict[str, Any] = dict(

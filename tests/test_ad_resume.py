@@ -297,7 +297,8 @@ def test_train_ad_script_dqn_room_preset_is_the_sixth_runs_command(monkeypatch):
     script = _train_ad_script()
     monkeypatch.setattr(sys, "argv", ["train_AD.py", "--env", "darkroom", "--preset", "dqn_room", "--output-dir", "x"])
     args = script.parse_args()  # a2c_room_150k's episode stride would be refused beside first-success views
-    run = dict(learner="dqn", steps=30_000, max_history_steps=30_000, episode_stride=1, first_success_views=100,
+    run = dict(learner="dqn", steps=30_000, max_history_steps=30_000, learners_per_goal=2, episode_stride=1,
+               first_success_views=100,
                tail_window=300, n_updates=15_000, eval_trials=230, seq_len=160, token_layout="transition", size=9,
                episode_length=20, n_test=23)
     assert {key: getattr(args, key) for key in run} == run
