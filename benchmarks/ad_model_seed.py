@@ -15,10 +15,8 @@ import sys
 import time
 
 import numpy as np
-from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_pref.ad import Histories, first_success_views
-from sb3_pref.envs.darkroom import darkroom_trials, split_goals
 from sb3_pref.rl2.evaluation import evaluate_adaptation
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
@@ -44,12 +42,8 @@ def main() -> None:
     start = time.perf_counter()
     model = train_AD.train_ad(args, data, float("inf"))
     model_s = time.perf_counter() - start
-    room = dict(size=args.size, episode_length=args.episode_length, terminate_on_goal=not args.no_terminate_on_goal,
-                observation=args.observation)
-    _, test_goals = split_goals(split_seed, size=args.size, n_test=args.n_test)
-    env = make_vec_env(darkroom_trials, n_envs=len(test_goals), seed=split_seed,
-                       env_kwargs=dict(split="test", split_seed=split_seed, n_test=args.n_test,
-                                       episodes_per_trial=args.episodes_per_trial, **room))
+    args.seed = split_seed  # the run's own held-out goals and trials
+    env = train_AD.held_out_trials(args, args.n_test)
     curves = {}
     for name, deterministic in (("sampled", False), ("greedy", True)):
         result = evaluate_adaptation(model, env, args.eval_trials, deterministic=deterministic, seed=split_seed)

@@ -31,6 +31,7 @@ from typing import Any, Optional
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.ad import AD, Histories, collect_histories, first_success_views
 from sb3_pref.ad.collect import CollectionIncomplete
@@ -201,6 +202,21 @@ def learner_kwargs(args: argparse.Namespace) -> Optional[dict[str, Any]]:
     return None
 
 
+def room_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`DarkRoom` settings of a run."""
+    return dict(size=args.size, episode_length=args.episode_length, terminate_on_goal=not args.no_terminate_on_goal,
+                observation=args.observation)
+
+
+def held_out_trials(args: argparse.Namespace, n_envs: int) -> VecEnv:
+    """The trials of a run's evaluation: its held-out goals, seeded by ``args.seed`` (which also splits the goals)."""
+    return make_vec_env(
+        darkroom_trials, n_envs=n_envs, seed=args.seed,
+        env_kwargs=dict(split="test", split_seed=args.seed, n_test=args.n_test, episodes_per_trial=args.episodes_per_trial,
+                        **room_kwargs(args)),
+    )
+
+
 def train_ad(args: argparse.Namespace, histories: Any, deadline: float) -> AD:
     """Train AD, or continue the saved ``model.zip`` (weights, optimizer, sampler and update count)."""
     path = os.path.join(args.output_dir, "model.zip")
@@ -250,8 +266,7 @@ def main() -> None:
     os.makedirs(args.output_dir, exist_ok=True)
     with open(os.path.join(args.output_dir, "args.json"), "w") as handle:
         json.dump(vars(args), handle, indent=1)
-    room = dict(size=args.size, episode_length=args.episode_length, terminate_on_goal=not args.no_terminate_on_goal,
-                observation=args.observation)
+    room = room_kwargs(args)
     train_goals, test_goals = split_goals(args.seed, size=args.size, n_test=args.n_test)
     timings_path = os.path.join(args.output_dir, "timings.json")
     timings: dict[str, float] = {}
@@ -300,11 +315,7 @@ def main() -> None:
 
     start = time.perf_counter()
     n_trials = args.eval_trials or 4 * len(test_goals)
-    test_env = make_vec_env(
-        darkroom_trials, n_envs=len(test_goals), seed=args.seed,
-        env_kwargs=dict(split="test", split_seed=args.seed, n_test=args.n_test, episodes_per_trial=args.episodes_per_trial,
-                        **room),
-    )
+    test_env = held_out_trials(args, len(test_goals))
     optimal = [DarkRoom(**room).optimal_return(tuple(int(v) for v in goal)) for goal in histories.tasks]
     ad_name = "AD, shuffled histories" if args.shuffled else "AD"
     results = {ad_name: evaluate_adaptation(model, test_env, n_trials, seed=args.seed)}
