@@ -43,7 +43,7 @@ def main() -> None:
     model = train_AD.train_ad(args, data, float("inf"))
     model_s = time.perf_counter() - start
     args.seed = split_seed  # the run's own held-out goals and trials
-    env = train_AD.held_out_trials(args, args.n_test)
+    env = train_AD.held_out_trials(args)
     curves = {}
     for name, deterministic in (("sampled", False), ("greedy", True)):
         result = evaluate_adaptation(model, env, args.eval_trials, deterministic=deterministic, seed=split_seed)

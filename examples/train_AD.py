@@ -208,10 +208,12 @@ def room_kwargs(args: argparse.Namespace) -> dict[str, Any]:
                 observation=args.observation)
 
 
-def held_out_trials(args: argparse.Namespace, n_envs: int) -> VecEnv:
-    """The trials of a run's evaluation: its held-out goals, seeded by ``args.seed`` (which also splits the goals)."""
+def held_out_trials(args: argparse.Namespace) -> VecEnv:
+    """
+    The trials of a run's evaluation: one env per held-out goal, seeded by ``args.seed`` (which also splits the goals).
+    """
     return make_vec_env(
-        darkroom_trials, n_envs=n_envs, seed=args.seed,
+        darkroom_trials, n_envs=args.n_test, seed=args.seed,
         env_kwargs=dict(split="test", split_seed=args.seed, n_test=args.n_test, episodes_per_trial=args.episodes_per_trial,
                         **room_kwargs(args)),
     )
@@ -315,7 +317,7 @@ def main() -> None:
 
     start = time.perf_counter()
     n_trials = args.eval_trials or 4 * len(test_goals)
-    test_env = held_out_trials(args, len(test_goals))
+    test_env = held_out_trials(args)
     optimal = [DarkRoom(**room).optimal_return(tuple(int(v) for v in goal)) for goal in histories.tasks]
     ad_name = "AD, shuffled histories" if args.shuffled else "AD"
     results = {ad_name: evaluate_adaptation(model, test_env, n_trials, seed=args.seed)}

@@ -3,8 +3,8 @@ Source learners whose learning histories Algorithm Distillation distils.
 
 - :func:`make_a2c_learner`: SB3's ``A2C`` with the seed's A3C settings (the faithful default);
 - :func:`make_dqn_learner`: SB3's ``DQN`` with a linear Q over one-hot cells (a table) that starts optimistic, an
-  SB3 learner that searches a room it has not seen instead of walking at random (though AD did not learn in context
-  from its histories: benchmarks/AD.md, fifth run);
+  SB3 learner that searches a room it has not seen instead of walking at random, updated online so that each step is
+  tabular Q-learning's (AD on its histories: benchmarks/AD.md, sixth run);
 - :class:`QLearning`: tabular Q-learning with optimistic values, a cheap real learner for tests and
   quick runs (thousands of steps per second, no network);
 - :class:`NoisyExpert`: DarkRoom's shortest path taken with probability ``1 - epsilon``, ``epsilon``
