@@ -45,36 +45,19 @@ PPO_SETTINGS: dict = dict(
 )
 
 
-# The demo's reward model: the library's default network (3 members of 2x64), B-Pref's segment length; half
-# the budget asked at the first round (after pretraining), then 25 queries every 4k steps, so the reward PPO
-# trains on is fitted on 200 labels from the start and stops moving by 40k steps (benchmarks/DEMO.md measures
-# each choice; a 2x128 network did worse on 4 of 5 seeds and in benchmarks/QUALITY.md).
-REWARD_MODEL_SETTINGS: dict = dict(size_segment=50, initial_mb_size=200, mb_size=25)
-
-
 def build(env: VecEnv, seed: int, teacher: str = "oracle", max_feed: int = 400, **options: Any) -> PPO_REWARD:
     """
-    The demo's PPO_REWARD: PPO_SETTINGS plus the preference settings; ``options`` override any of them.
+    The demo's PPO_REWARD: the PPO it replaces, plus what a user gives (a reward model, a teacher, a label budget).
+    Everything else is the library's default: the schedule of pretraining and query rounds is planned from
+    ``learn``'s budget (``model.feedback_plan``); ``options`` override any setting.
 
     :param env: the training env
     :param seed: seed of the policy, reward model and teacher
     :param teacher: a scripted teacher preset
     :param max_feed: total number of preference queries
     """
-    reward_model = RewardModel(env.observation_space, env.action_space, **REWARD_MODEL_SETTINGS)
-    settings: dict = dict(
-        PPO_SETTINGS,
-        reward_model=reward_model,
-        teacher=teacher,
-        num_interaction=4_000,
-        max_feed=max_feed,
-        feed_type="disagreement",
-        unsuper_step=8_000,
-        unsuper_n_epochs=10,
-        re_update=50,
-        seed=seed,
-        verbose=0,
-    )
+    reward_model = RewardModel(env.observation_space, env.action_space)
+    settings: dict = dict(PPO_SETTINGS, reward_model=reward_model, teacher=teacher, max_feed=max_feed, seed=seed, verbose=0)
     settings.update(options)
     return PPO_REWARD(env=env, **settings)
 
@@ -103,6 +86,7 @@ def main() -> None:
         f"feedback used: {counters['total_feed']:.0f} of {args.max_feed} queries "
         f"({counters['labeled_feedback']:.0f} labelled, {counters['skipped']:.0f} skipped, {counters['equal']:.0f} equal)"
     )
+    print(model.feedback_plan.describe())
     print(f"learned vs true reward: {learner.oracle_agreement(4000):.1%} agreement on fresh segment pairs")
     print(f"                        {correlation:.2f} correlation per step over the last {len(true)} transitions")
     if args.compare_ppo:

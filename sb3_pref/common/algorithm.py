@@ -19,6 +19,7 @@ from stable_baselines3.common.utils import LinearSchedule
 
 from sb3_pref.common.controller import PreferenceController, RewardWriter
 from sb3_pref.common.entropy import StateEntropyReward
+from sb3_pref.common.feedback_plan import FeedbackPlan, continue_plan, plan_feedback
 from sb3_pref.common.learner import PreferenceLearner, make_teacher
 from sb3_pref.common.options import (
     ON_POLICY,
@@ -87,11 +88,12 @@ class PreferenceAlgorithmMixin(_Base):
     reward_model: Optional[RewardModel]
     reward_model_kwargs: Optional[dict[str, Any]]
     teacher: Any
-    num_interaction: int
+    feedback_schedule: str
+    num_interaction: Optional[int]
     feed_type: Union[int, str]
-    re_update: int
+    re_update: Optional[int]
     max_feed: int
-    unsuper_step: int
+    unsuper_step: Optional[int]
     unsuper_flag: int
     unsuper_reset_policy: bool
     segment_capacity: int
@@ -259,6 +261,7 @@ class PreferenceAlgorithmMixin(_Base):
                 raise ValueError(f"unsuper_flag must be 0 (no pretraining), 1 or 2, got {unsuper_flag!r}")
             self.unsuper_flag = unsuper_flag
             self._ensure_encoder()
+        self._plan_feedback(total_timesteps, reset_num_timesteps)
         self.preference.warn_if_pretraining_dominates(total_timesteps)
         return super().learn(
             total_timesteps=total_timesteps,
@@ -268,6 +271,44 @@ class PreferenceAlgorithmMixin(_Base):
             reset_num_timesteps=reset_num_timesteps,
             progress_bar=progress_bar,
         )
+
+    def _plan_feedback(self, total_timesteps: int, reset_num_timesteps: bool) -> None:
+        """
+        The feedback plan of this ``learn`` call (:mod:`~sb3_pref.common.feedback_plan`): the settings the user left
+        unset, planned from the budget; a continued run (``reset_num_timesteps=False``) keeps the plan in force.
+        """
+        learner, previous = self.preference.learner, self.preference.plan
+        budget = learner.budget_left if learner is not None else 0
+        given = self.schedule_given()
+        if previous is not None and not reset_num_timesteps:
+            plan = continue_plan(previous, total_timesteps, budget, given)
+        else:
+            plan = plan_feedback(
+                self.feedback_schedule, self.option_family, total_timesteps, budget, self._rollout_steps(), given,
+                pretraining=self.unsuper_flag in (1, 2) and not self.preference.pretrain_done,
+                first_done=learner is not None and learner.n_rounds > 0,
+            )  # fmt: skip
+        self.preference.apply_plan(plan, continued=previous is not None and not reset_num_timesteps)
+
+    def schedule_given(self) -> dict[str, Optional[int]]:
+        """The schedule settings the user set (None: left to the plan): the options, and the reward model's round sizes."""
+        model = self.reward_model
+        return {
+            "unsuper_step": self.unsuper_step,
+            "num_interaction": self.num_interaction,
+            "re_update": self.re_update,
+            "first_round": model.initial_mb_size if model is not None else None,
+            "round_size": model.mb_size if model is not None else None,
+        }
+
+    @property
+    def feedback_plan(self) -> Optional[FeedbackPlan]:
+        """The schedule in force (made by ``learn``; None before the first call): pretraining steps, round sizes, interval."""
+        return self.preference.plan
+
+    def _rollout_steps(self) -> int:
+        """Env steps (summed over envs) between two chances to ask: a query round can only run at a rollout's end."""
+        raise NotImplementedError
 
     def _init_callback(self, callback: MaybeCallback, progress_bar: bool = False) -> BaseCallback:
         if isinstance(callback, list):

@@ -21,6 +21,7 @@ import torch as th
 from stable_baselines3.common.logger import Logger
 
 from sb3_pref.common.entropy import StateEntropyReward
+from sb3_pref.common.feedback_plan import FeedbackPlan
 from sb3_pref.common.learner import PreferenceLearner, to_numpy_state, to_torch_state
 from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.rollout import PHASE_PREFERENCE, PHASE_PRETRAIN, PHASE_TRUE_REWARD
@@ -45,10 +46,9 @@ class PreferenceHost(Protocol):
     policy: Any  # SB3's policy: state_dict / load_state_dict, its optimizer and device
     num_timesteps: int
     unsuper_flag: int
-    unsuper_step: int
     unsuper_reset_policy: bool
-    num_interaction: int
     entropy_k: int
+    verbose: int
 
     @property
     def logger(self) -> Logger: ...
@@ -67,8 +67,13 @@ class RewardWriter(Protocol):
         steps (pretraining covers them too, when there is one); 0 for a rollout buffer."""
         ...
 
-    def entropy_capacity(self, n_transitions: int) -> int:
-        """How many observations the k-NN set of pretraining keeps (at least one rollout's ``n_transitions``)."""
+    def entropy_capacity(self, n_transitions: int, unsuper_step: int) -> int:
+        """
+        How many observations the k-NN set of pretraining keeps (at least one rollout's ``n_transitions``).
+
+        :param n_transitions: the transitions of one rollout
+        :param unsuper_step: the env steps of pretraining in force
+        """
         ...
 
     def rollout_complete(self, obs: np.ndarray) -> None:
@@ -116,7 +121,7 @@ class PreferenceController:
     """
 
     #: the progress saved in SB3's data file, by the names of the algorithm attributes that held it before
-    SAVED_NAMES = ("_num_interactions", "_unsuper_steps_done", "_pretrain_done", "_rollout_phase")
+    SAVED_NAMES = ("_num_interactions", "_unsuper_steps_done", "_pretrain_done", "_rollout_phase", "_feedback_plan")
 
     def __init__(self, host: PreferenceHost, writer: RewardWriter) -> None:
         self.host = host
@@ -128,6 +133,9 @@ class PreferenceController:
         self.unsuper_steps_done = 0
         self.pretrain_done = False
         self.rollout_phase = PHASE_TRUE_REWARD
+        #: when pretraining ends and the rounds run (made by each ``learn`` call, see :meth:`apply_plan`)
+        self.plan: Optional[FeedbackPlan] = None
+        self._plan_unlogged = False
         # The policy as pretraining found it, while pretraining runs with unsuper_reset_policy (saved in pref_state).
         self.policy_before_pretraining: Optional[dict[str, th.Tensor]] = None
 
@@ -163,6 +171,8 @@ class PreferenceController:
         learner = self.learner = PreferenceLearner(
             model, n_envs=n_envs, teacher=teacher, normalization_sampler=normalization_sampler, seed=seed, **options
         )
+        if self.plan is not None:
+            learner.follow_plan(self.plan)
         if given_at_load:
             # By preset name: our own new object, which continues the saved counters and label stream
             # under the settings asked for. An object: the caller's settings and generator are kept, and
@@ -172,12 +182,43 @@ class PreferenceController:
         return learner
 
     # ------------------------------------------------------------------ learn
-    def warn_if_pretraining_dominates(self, total_timesteps: int) -> None:
-        """Tell the user when state-entropy pretraining would take a large share of this ``learn`` call."""
-        host = self.host
-        if host.unsuper_flag not in (1, 2) or self.pretrain_done:
+    def apply_plan(self, plan: FeedbackPlan, continued: bool) -> None:
+        """
+        A ``learn`` call starts with this plan: the learner follows it, and the user is told what it is, and
+        whether the labels asked for fit in the steps.
+
+        :param plan: the plan of this call
+        :param continued: the plan continues the previous call's (``reset_num_timesteps=False``)
+        """
+        self.plan = plan
+        self._plan_unlogged = True
+        learner = self.learner
+        if learner is None:
             return
-        left = host.unsuper_step - self.unsuper_steps_done
+        learner.follow_plan(plan)
+        start = self.host.num_timesteps if continued else 0
+        first_done = learner.n_rounds > 0
+        text = plan.describe(start=start, first_done=first_done, budget=learner.budget_left)
+        if self.host.verbose >= 1:
+            print(("Continuing the " if continued else "") + text)
+        asked = sum(n for _, n in plan.rounds(start=start, first_done=first_done, budget=learner.budget_left))
+        # A continued plan goes on at its own rate: a run resumed in pieces is told once, by the call that planned it.
+        if asked < learner.budget_left and not continued:
+            warnings.warn(
+                f"only {asked} of the {learner.budget_left} labels left (max_feed={learner.max_feed}) can be asked in "
+                f"this learn call's {plan.total_timesteps} steps: {text}. Raise total_timesteps, lower max_feed, or ask "
+                "more often (num_interaction) or more per round (the reward model's mb_size)",
+                stacklevel=_user_stacklevel(),
+            )
+
+    def warn_if_pretraining_dominates(self, total_timesteps: int) -> None:
+        """Tell the user when the ``unsuper_step`` they gave would take a large share of this ``learn`` call."""
+        host = self.host
+        if host.unsuper_flag not in (1, 2) or self.pretrain_done or self.plan is None:
+            return
+        if "unsuper_step" not in self.plan.given:
+            return  # a planned length is a fixed share of the run
+        left = self.plan.unsuper_step - self.unsuper_steps_done
         if left > PRETRAIN_WARN_SHARE * total_timesteps:
             warnings.warn(
                 f"state-entropy pretraining takes {left} of this run's {total_timesteps} env steps "
@@ -194,8 +235,15 @@ class PreferenceController:
         return (
             host.unsuper_flag in (1, 2)
             and not self.pretrain_done
-            and self.unsuper_steps_done < self.writer.seed_steps + host.unsuper_step
+            and self.unsuper_steps_done < self.writer.seed_steps + self.unsuper_step
         )
+
+    @property
+    def unsuper_step(self) -> int:
+        """Env steps of pretraining in force (the plan's; before any ``learn`` call, the option's or 0)."""
+        if self.plan is not None:
+            return self.plan.unsuper_step
+        return getattr(self.host, "unsuper_step", None) or 0
 
     def begin_rollout(self) -> None:
         """A rollout starts: decide its phase (and keep the policy when pretraining is about to change it)."""
@@ -260,13 +308,14 @@ class PreferenceController:
         if self.rollout_phase == PHASE_PRETRAIN:
             self.unsuper_steps_done += n_transitions
             if self.entropy_reward is None:
-                capacity = self.writer.entropy_capacity(n_transitions)
+                capacity = self.writer.entropy_capacity(n_transitions, self.unsuper_step)
                 self.entropy_reward = StateEntropyReward(obs.shape[-1], capacity=capacity, k=self.host.entropy_k)
             self.writer.pretrain_rollout(self.entropy_reward, obs, seen)
         elif self.rollout_phase == PHASE_PREFERENCE:
             assert learner is not None, "the preference phase exists only with a reward model"
             self.num_interactions += n_transitions
-            due = learner.n_rounds == 0 or self.num_interactions >= self.host.num_interaction
+            assert self.plan is not None, "learn() plans the feedback before the first rollout"
+            due = learner.n_rounds == 0 or self.num_interactions >= self.plan.num_interaction
             # Past the budget a round can still bring a teacher's late labels (query_round returns {} otherwise).
             if due:
                 self.log_round(learner.query_round())
@@ -276,6 +325,11 @@ class PreferenceController:
             if predicted.std() > 0 and true.std() > 0:
                 logger.record("reward/pred_true_corr", float(np.corrcoef(predicted.ravel(), true.ravel())[0, 1]))
         logger.record("reward/phase", self.rollout_phase)
+        if self._plan_unlogged and self.plan is not None:
+            # Once per learn call: the plan's numbers, beside the counters they explain.
+            self._plan_unlogged = False
+            for key in ("unsuper_step", "num_interaction", "first_round", "round_size", "re_update"):
+                logger.record(f"reward/plan_{key}", getattr(self.plan, key))
         if learner is not None:
             for key, value in learner.counters().items():
                 logger.record(f"reward/{key}", value)
@@ -288,7 +342,8 @@ class PreferenceController:
     # ------------------------------------------------------------------ saved state
     def saved_values(self) -> dict[str, Any]:
         """The progress and the writer's plain values, saved in SB3's data file under their historical names."""
-        progress = (self.num_interactions, self.unsuper_steps_done, self.pretrain_done, self.rollout_phase)
+        plan = self.plan.to_dict() if self.plan is not None else None
+        progress = (self.num_interactions, self.unsuper_steps_done, self.pretrain_done, self.rollout_phase, plan)
         return {**dict(zip(self.SAVED_NAMES, progress)), **self.writer.saved_values()}
 
     def load_saved_values(self, values: dict[str, Any]) -> None:
@@ -297,6 +352,8 @@ class PreferenceController:
         self.unsuper_steps_done = values.get("_unsuper_steps_done", self.unsuper_steps_done)
         self.pretrain_done = values.get("_pretrain_done", self.pretrain_done)
         self.rollout_phase = values.get("_rollout_phase", self.rollout_phase)
+        plan = values.get("_feedback_plan")
+        self.plan = FeedbackPlan.from_dict(plan) if plan is not None else None
         self.writer.load_saved_values(values)
 
     def state_dict(self) -> dict[str, Any]:

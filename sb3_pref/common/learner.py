@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 import torch as th
 
+from sb3_pref.common.feedback_plan import BPREF_SCHEDULE, FeedbackPlan
 from sb3_pref.common.preferences import PreferenceDataset
 from sb3_pref.common.query import QUERY_METHODS, candidate_count, resolve_query_method, select_queries
 from sb3_pref.common.reward_model import RewardModel
@@ -19,6 +20,9 @@ from sb3_pref.common.teachers import LEARNER_STREAM, BaseTeacher, ScriptedTeache
 
 # Due rounds that found no segment-long episode piece before a warning says why nothing is asked.
 _WARN_AFTER_WAITS = 10
+#: B-Pref's round size and reward passes, for a learner that follows no plan and a model that sets none
+BPREF_ROUND_SIZE = BPREF_SCHEDULE["on_policy"]["round_size"]
+BPREF_RE_UPDATE = BPREF_SCHEDULE["on_policy"]["re_update"]
 
 
 def to_torch_state(value: Any) -> Any:
@@ -47,13 +51,14 @@ class PreferenceLearner:
     Owns everything preference learning needs besides the policy: the segment store, the teacher,
     query selection, the labelled pairs, the reward model and the feedback budget.
 
-    :param reward_model: the reward model to train (it also supplies ``size_segment``, ``mb_size``
-        and ``large_batch``)
+    :param reward_model: the reward model to train (it also supplies ``size_segment``, ``large_batch`` and, where
+        the algorithm's feedback plan does not set them, the round sizes ``initial_mb_size`` and ``mb_size``)
     :param n_envs: number of parallel envs whose transitions are stored
     :param teacher: who labels the queries; defaults to ``reward_model.teacher``
     :param feed_type: query selection, by B-Pref id (0-5) or name (see ``QUERY_METHODS``)
     :param max_feed: total feedback budget (queries asked, skipped ones included)
-    :param re_update: the most reward-training epochs per query round
+    :param re_update: the most reward-training epochs per query round (None: B-Pref's 100 until a
+        :class:`~sb3_pref.common.feedback_plan.FeedbackPlan` sets it, see :meth:`follow_plan`)
     :param target_accuracy: early-stop threshold on the reward model's training accuracy
     :param schedule: reward-model training per round: ``"auto"`` (passes until the loss on held-out
         labels stops improving) or ``"bpref"`` (B-Pref's up to ``re_update`` passes over all labels); see
@@ -85,7 +90,7 @@ class PreferenceLearner:
         teacher: Optional[BaseTeacher] = None,
         feed_type: Union[int, str] = 0,
         max_feed: int = 1400,
-        re_update: int = 100,
+        re_update: Optional[int] = 100,
         target_accuracy: float = 0.97,
         max_ep_len: Optional[int] = None,
         segment_capacity: int = 100_000,
@@ -100,11 +105,12 @@ class PreferenceLearner:
     ) -> None:
         self.feed_type = resolve_query_method(feed_type)
         self.schedule = check_schedule(schedule, "reward_schedule")
-        if max_feed < reward_model.mb_size:
+        if reward_model.mb_size is not None and max_feed < reward_model.mb_size:
             raise ValueError(
                 f"max_feed={max_feed} is smaller than one query round (mb_size={reward_model.mb_size}): "
                 "raise max_feed or lower the reward model's mb_size (re_batch)"
             )
+        re_update = BPREF_RE_UPDATE if re_update is None else re_update
         if re_update < 1:
             raise ValueError(f"re_update must be >= 1, got {re_update}")
         if max_ep_len is not None and max_ep_len < 1:
@@ -136,6 +142,9 @@ class PreferenceLearner:
         self.total_feed = 0
         self.labeled_feedback = 0
         self.n_rounds = 0
+        # The round sizes of the algorithm's feedback plan (None: the reward model's, see round_size).
+        self.first_round_size: Optional[int] = None
+        self.later_round_size: Optional[int] = None
         # Affine map applied to predictions when normalize_rewards is on (identity otherwise).
         self.reward_shift = 0.0
         self.reward_scale = 1.0
@@ -253,9 +262,21 @@ class PreferenceLearner:
         return stats
 
     def round_size(self) -> int:
-        """Queries the next round asks before the budget clamps it: the model's ``initial_mb_size`` first, then ``mb_size``."""
-        first = self.reward_model.initial_mb_size
-        return first if self.n_rounds == 0 and first is not None else self.reward_model.mb_size
+        """
+        Queries the next round asks before the budget clamps it: the feedback plan's first and later round sizes;
+        without a plan, the model's ``initial_mb_size`` first, then ``mb_size`` (B-Pref's 128 when it has none).
+        """
+        model = self.reward_model
+        later = self.later_round_size or model.mb_size or BPREF_ROUND_SIZE
+        if self.n_rounds == 0:
+            return self.first_round_size or model.initial_mb_size or later
+        return later
+
+    def follow_plan(self, plan: FeedbackPlan) -> None:
+        """:param plan: the algorithm's feedback plan: its round sizes and reward-training passes apply from now on"""
+        self.first_round_size = plan.first_round or None
+        self.later_round_size = plan.round_size
+        self.re_update = int(plan.re_update)
 
     def _add_late_labels(self) -> int:
         """

@@ -24,6 +24,7 @@ import numpy as np
 import torch as th
 from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.logger import Logger
+from stable_baselines3.common.type_aliases import TrainFrequencyUnit
 from stable_baselines3.common.vec_env import VecNormalize
 from torch import nn
 
@@ -57,7 +58,6 @@ class ReplayWriterHost(EntropySource, Protocol):
     replay_buffer: Any  # SB3's ReplayBuffer, swapped for an _EntropyRewardSampler during pretraining updates
     policy: Any  # a SACPolicy: unscale_action, critic, critic_target
     learning_starts: int
-    unsuper_step: int
     reset_critic: bool
     reset_update: int
     relabel_chunk_size: int
@@ -198,9 +198,9 @@ class ReplayRewardWriter:
         """SAC's ``learning_starts``: random actions and no gradient step (pretraining covers them too)."""
         return self.host.learning_starts
 
-    def entropy_capacity(self, n_transitions: int) -> int:
+    def entropy_capacity(self, n_transitions: int, unsuper_step: int) -> int:
         # PEBBLE scores a state against every stored state: the k-NN set is the pretraining part of the buffer.
-        return max(self.host.learning_starts + self.host.unsuper_step, n_transitions)
+        return max(self.host.learning_starts + unsuper_step, n_transitions)
 
     def rollout_complete(self, obs: np.ndarray) -> None:
         pass
@@ -325,6 +325,13 @@ class OffPolicyPreferenceMixin(PreferenceAlgorithmMixin, _OffPolicyBase):
         :return: the number of transitions relabelled
         """
         return self._reward_writer.relabel()
+
+    def _rollout_steps(self) -> int:
+        # SB3 has converted train_freq to a TrainFreq by now; with an episode unit, a rollout's length is not known
+        # in advance, so the plan counts in single steps.
+        frequency = getattr(self.train_freq, "frequency", 1)
+        steps = frequency if getattr(self.train_freq, "unit", None) == TrainFrequencyUnit.STEP else 1
+        return int(steps) * int(self.n_envs)
 
     def train(self, gradient_steps: int, batch_size: int = 64) -> None:
         """SAC's update, with ``reset_update`` more steps after a critic reset, on the entropy reward while pretraining."""

@@ -25,6 +25,7 @@ from functools import partial
 from typing import Any, Callable, Optional, TypeVar, Union
 
 from sb3_pref.common.checks import check_bool, check_int, check_optional_int
+from sb3_pref.common.feedback_plan import check_feedback_schedule
 from sb3_pref.common.reference_kl import ReferenceSource
 from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.teachers import BaseTeacher
@@ -117,24 +118,34 @@ PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
                "files (RL Zoo's YAML, Optuna) can express"),
     Option("teacher", Union[BaseTeacher, str, None], None, check=check_teacher_option, model_only=True,
            doc="who answers queries: a teacher object or a B-Pref preset name; None uses ``reward_model.teacher``"),
-    Option("num_interaction", int, 16000, check=_int(1, 16000), off_policy_default=5000, model_only=True,
-           bpref_flag="re_num_interaction", doc="env steps (summed over envs) between query rounds"),
+    Option("feedback_schedule", str, "auto", check=check_feedback_schedule,
+           bpref_flag="feedback_schedule",
+           doc="how the settings of when to ask that are left at None are chosen: ``\"auto\"`` (default) plans them "
+               "from ``learn``'s ``total_timesteps`` and ``max_feed`` (pretraining a fifteenth of the run, a "
+               "front-loaded first round, then small rounds until a third of the run; "
+               ":mod:`~sb3_pref.common.feedback_plan`); ``\"bpref\"``: B-Pref's fixed values (32k pretraining steps, "
+               "128 queries every 16k steps; PEBBLE: 9k, 128 every 5k). Values given explicitly are always kept. "
+               "The plan in force is ``model.feedback_plan``"),
+    Option("num_interaction", Optional[int], None, check=_optional_int(1, 16000), model_only=True,
+           bpref_flag="re_num_interaction",
+           doc="env steps (summed over envs) between query rounds; None: planned (``feedback_schedule``)"),
     Option("num_feed", int, 1, bpref_flag="re_num_feed",
            doc="accepted for B-Pref compatibility (it had no effect there either)"),
     Option("feed_type", Union[int, str], 0, check=check_feed_type, model_only=True, learner_arg="feed_type",
            bpref_flag="re_feed_type",
            doc="query selection: 0-5 or a name (uniform, disagreement, entropy, kcenter, kcenter_disagreement, "
                "kcenter_entropy; see :data:`~sb3_pref.QUERY_METHODS`)"),
-    Option("re_update", int, 100, check=_int(1, 100), off_policy_default=200, model_only=True, learner_arg="re_update",
+    Option("re_update", Optional[int], None, check=_optional_int(1, 100), model_only=True, learner_arg="re_update",
            bpref_flag="re_update",
-           doc="the most reward-model epochs per query round (early stop at 97% training accuracy, B-Pref's)"),
+           doc="the most reward-model epochs per query round; None: planned (50 with ``feedback_schedule=\"auto\"``; "
+               "B-Pref's 100, PEBBLE's 200)"),
     Option("metaworld_flag", bool, False, bpref_flag="metaworld",
            doc="accepted for B-Pref compatibility; success is logged whenever the env reports it"),
     Option("max_feed", int, 1400, check=_int(0, 1400), model_only=True, learner_arg="max_feed", bpref_flag="re_max_feed",
-           doc="total feedback budget"),
-    Option("unsuper_step", int, 32000, check=_int(0, 32000), off_policy_default=9000, bpref_flag="unsuper_step",
+           doc="total feedback budget (queries asked, skipped ones included)"),
+    Option("unsuper_step", Optional[int], None, check=_optional_int(0, 32000), bpref_flag="unsuper_step",
            doc="env steps of state-entropy pretraining (summed over envs); off-policy, after the ``learning_starts`` "
-               "seed steps"),
+               "seed steps. None: planned (``feedback_schedule``)"),
     Option("unsuper_n_epochs", Optional[int], None, check=_optional_int(1, 50), families=(ON_POLICY,),
            bpref_flag="unsuper_n_epochs",
            doc="PPO epochs per update during pretraining; None keeps the algorithm's ``n_epochs``. B-Pref trains 50 "

@@ -53,10 +53,12 @@ class RewardModel:
     :param size_segment: length ``H`` of the queried segments
     :param activation: output activation: ``"tanh"``, ``"sig"`` or ``"relu"``
     :param lr: Adam learning rate shared by all members (B-Pref's: 3e-4, for its wider network)
-    :param mb_size: number of pairs asked per query round
-    :param initial_mb_size: number of pairs asked at the first query round (None: ``mb_size``). A larger
-        first round front-loads the budget, as Christiano et al. (2017) did: the reward the policy first
-        trains on is then fitted on more labels, and moves less in the rounds that follow
+    :param mb_size: number of pairs asked per query round; None (default): planned by the algorithm from its
+        budget (:mod:`~sb3_pref.common.feedback_plan`), B-Pref's 128 where nothing plans it
+    :param initial_mb_size: number of pairs asked at the first query round; None: planned by the algorithm (with
+        ``feedback_schedule="bpref"``, or where nothing plans it: ``mb_size``). A larger first round front-loads the
+        budget, as Christiano et al. (2017) did: the reward the policy first trains on is then fitted on more labels,
+        and moves less in the rounds that follow
     :param teacher_beta: B-Pref teacher rationality (used when ``teacher`` is None)
     :param teacher_gamma: B-Pref teacher myopic discount (used when ``teacher`` is None)
     :param teacher_eps_mistake: B-Pref teacher mistake probability (used when ``teacher`` is None)
@@ -91,7 +93,7 @@ class RewardModel:
         size_segment: int = 50,
         activation: str = "tanh",
         lr: float = 1e-3,
-        mb_size: int = 128,
+        mb_size: Optional[int] = None,
         initial_mb_size: Optional[int] = None,
         teacher_beta: float = -1,
         teacher_gamma: float = 1,
@@ -113,7 +115,8 @@ class RewardModel:
         if activation not in OUTPUT_ACTIVATIONS:
             raise ValueError(f"activation={activation!r} is not one of {sorted(OUTPUT_ACTIVATIONS)}")
         size_segment = check_int("size_segment", size_segment, 1, 50)
-        mb_size = check_int("mb_size", mb_size, 1, 128)
+        if mb_size is not None:
+            mb_size = check_int("mb_size", mb_size, 1, 128)
         if initial_mb_size is not None:
             initial_mb_size = check_int("initial_mb_size", initial_mb_size, 1, 200)
         large_batch = check_int("large_batch", large_batch, 1, 10)
@@ -140,7 +143,7 @@ class RewardModel:
         self.size_segment = int(size_segment)
         self.activation = activation
         self.lr = float(lr)
-        self.mb_size = int(mb_size)
+        self.mb_size = None if mb_size is None else int(mb_size)
         self.initial_mb_size = None if initial_mb_size is None else int(initial_mb_size)
         self.large_batch = int(large_batch)
         self.ensemble_size = int(ensemble_size)

@@ -45,7 +45,6 @@ class RolloutWriterHost(Protocol):
     device: th.device
     observation_space: spaces.Space
     action_space: spaces.Space
-    unsuper_step: int
     entropy_capacity: int
     kl_coef: float  # the adaptive coefficient writes its new value back
     kl_target: Optional[float]
@@ -120,10 +119,10 @@ class RolloutRewardWriter:
             self.value_head_zeroed = True
 
     # ------------------------------------------------------------------ RewardWriter
-    def entropy_capacity(self, n_transitions: int) -> int:
+    def entropy_capacity(self, n_transitions: int, unsuper_step: int) -> int:
         # B-Pref keeps unsuper_step observations; bounded here so that a huge unsuper_step
         # cannot allocate more than entropy_capacity rows (one rollout always fits).
-        return max(min(self.host.unsuper_step, self.host.entropy_capacity), n_transitions)
+        return max(min(unsuper_step, self.host.entropy_capacity), n_transitions)
 
     def rollout_complete(self, obs: np.ndarray) -> None:
         """Keep the rollout's observations for reference samples (references only: SB3's reset makes new arrays)."""

@@ -76,6 +76,9 @@ class PreferenceRewardMixin(PreferenceAlgorithmMixin, _OnPolicyBase):
     def _normalization_sampler(self) -> Optional[Callable[[], np.ndarray]]:
         return self._reward_writer.reference_features if self.normalize_reward_samples == "reference" else None
 
+    def _rollout_steps(self) -> int:
+        return int(self.n_steps) * int(self.n_envs)
+
     def _setup_learn(
         self, total_timesteps: int, callback: Any = None, reset_num_timesteps: bool = True, *args: Any, **kwargs: Any
     ) -> Any:

@@ -174,6 +174,13 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
         "auto (the library default: early stop on held-out labels, at most --re-update passes)",
     )
     reward.add_argument(
+        "--feedback-schedule",
+        choices=["bpref", "auto"],
+        default="bpref",
+        help="what the schedule flags leave unset (only --re-initial-batch here): bpref (B-Pref's: the first round "
+        "asks --re-batch) or auto (the library default: planned from the budget)",
+    )
+    reward.add_argument(
         "--re-input-norm",
         type=flag,
         default=False,

@@ -158,7 +158,7 @@ def make_pebble(config: dict[str, Any], env: VecEnv, **kwargs: Any) -> SAC_REWAR
         max_feed=config["max_feedback"], unsuper_step=config["num_unsup_steps"], entropy_k=config["topK"],
         reset_update=config["reset_update"], reset_critic=config.get("reset_critic", True),
         first_round_uniform=config.get("first_round_uniform", True), metaworld_flag=config["env"].startswith("metaworld"),
-        reward_schedule="bpref", **kwargs,
+        reward_schedule="bpref", feedback_schedule="bpref", **kwargs,
     )  # fmt: skip
 
 

@@ -49,18 +49,19 @@ def next_query_step(model: Any) -> Optional[int]:
     The step at whose rollout end the next query round of a ``PPO_REWARD``-style model is asked (after
     state-entropy pretraining: at the start of the first rollout after it), or None if that is not known.
     """
-    needed = ("num_interaction", "_num_interactions", "n_steps", "pref_learner")
-    if any(not hasattr(model, name) for name in needed) or model.pref_learner is None:
+    needed = ("feedback_plan", "_num_interactions", "n_steps", "pref_learner")
+    if any(not hasattr(model, name) for name in needed) or model.pref_learner is None or model.feedback_plan is None:
         return None
+    plan = model.feedback_plan
     now, rollout = int(model.num_timesteps), int(model.n_steps) * int(model.n_envs)
     if getattr(model, "unsuper_flag", 0) == 2:
         return None  # preferences are never asked for
     if getattr(model, "unsuper_flag", 0) == 1 and not getattr(model, "_pretrain_done", True):
-        left = int(model.unsuper_step) - int(model._unsuper_steps_done)
+        left = int(plan.unsuper_step) - int(model._unsuper_steps_done)
         return now + max(0, -(-left // rollout)) * rollout
     if model.pref_learner.n_rounds == 0:
         return now + rollout
-    left = int(model.num_interaction) - int(model._num_interactions)
+    left = int(plan.num_interaction) - int(model._num_interactions)
     return now + max(1, -(-left // rollout)) * rollout
 
 

@@ -26,7 +26,8 @@ def accept_reward_model_first(init: _Init) -> _Init:
 
     A wrapper keeps the explicit signature visible to ``inspect``/``help`` (through ``__wrapped__``)
     while moving a leading :class:`RewardModel` to the ``reward_model`` keyword before Python binds
-    the arguments, which a plain signature cannot do without clashing with ``learning_rate=...``.
+    the arguments, which a plain signature cannot do without clashing with ``learning_rate=...``. That call
+    shape also defaults to ``feedback_schedule="bpref"`` (B-Pref's fixed schedule).
     """
 
     @functools.wraps(init)
@@ -35,6 +36,8 @@ def accept_reward_model_first(init: _Init) -> _Init:
             if kwargs.get("reward_model") is not None:
                 raise ValueError("reward_model was given both positionally and as a keyword: pass it once")
             kwargs["reward_model"], args = args[0], args[1:]
+            # B-Pref's call shape gets B-Pref's fixed schedule, so its scripts' results stay reproducible.
+            kwargs.setdefault("feedback_schedule", "bpref")
         init(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
@@ -49,15 +52,17 @@ class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, 
     means the same. Both call shapes work::
 
         PPO_REWARD("MlpPolicy", env, reward_model=reward_model, teacher="oracle", max_feed=1000)
-        PPO_REWARD(reward_model, MlpPolicy, env, num_interaction=16000, max_feed=1000)  # B-Pref's
+        PPO_REWARD(reward_model, MlpPolicy, env, num_interaction=16000, max_feed=1000)  # B-Pref's (its schedule)
 
     From a config file (RL Zoo's YAML, Optuna), give ``reward_model_kwargs`` instead of an object:
     the model is built from the env's spaces, as ``policy_kwargs`` builds the policy.
 
     ``learn(total_timesteps, unsuper_flag=1)`` first maximises state entropy for ``unsuper_step``
-    env steps, then asks ``reward_model.mb_size`` queries every ``num_interaction`` steps until
-    ``max_feed`` queries were asked, training the policy on the model's predicted reward. The true
-    reward is only used by a scripted teacher and for logging (``rollout/ep_rew_mean``).
+    env steps, then asks a first round of queries, then ``reward_model.mb_size`` queries every ``num_interaction``
+    steps until ``max_feed`` queries were asked, training the policy on the model's predicted reward. The true
+    reward is only used by a scripted teacher and for logging (``rollout/ep_rew_mean``). Whatever of these is left
+    unset is planned from ``total_timesteps`` and ``max_feed`` when ``learn`` starts (``feedback_schedule="auto"``,
+    :mod:`~sb3_pref.common.feedback_plan`); the plan in force is ``model.feedback_plan``.
 
     :param policy: the policy model (``"MlpPolicy"``, ``"CnnPolicy"``, ``"MultiInputPolicy"`` or a class)
     :param env: the environment to learn from (an env, a VecEnv, or a registered id)
@@ -127,13 +132,14 @@ class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, 
         reward_model: Optional[RewardModel] = None,
         reward_model_kwargs: Optional[dict[str, Any]] = None,
         teacher: Union[BaseTeacher, str, None] = None,
-        num_interaction: int = 16000,
+        feedback_schedule: str = "auto",
+        num_interaction: Optional[int] = None,
         num_feed: int = 1,
         feed_type: Union[int, str] = 0,
-        re_update: int = 100,
+        re_update: Optional[int] = None,
         metaworld_flag: bool = False,
         max_feed: int = 1400,
-        unsuper_step: int = 32000,
+        unsuper_step: Optional[int] = None,
         unsuper_n_epochs: Optional[int] = None,
         unsuper_reset_policy: bool = False,
         size_segment: Optional[int] = None,

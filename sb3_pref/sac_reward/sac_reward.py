@@ -1,6 +1,7 @@
 """PEBBLE (Lee, Smith and Abbeel, 2021; B-Pref): SAC on a reward model learned from preferences."""
 
-from typing import Any, Optional, TypeVar, Union
+import functools
+from typing import Any, Callable, Optional, TypeVar, Union
 
 import gymnasium as gym
 import torch as th
@@ -18,6 +19,7 @@ from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.teachers import BaseTeacher
 
 SelfSACReward = TypeVar("SelfSACReward", bound="SAC_REWARD")
+_Init = TypeVar("_Init", bound=Callable[..., None])
 
 
 def _check_action_space(env: Union[GymEnv, str, None]) -> None:
@@ -27,6 +29,18 @@ def _check_action_space(env: Union[GymEnv, str, None]) -> None:
             f"SAC_REWARD (PEBBLE) needs a continuous (Box) action space, but the env's is {action_space}: "
             "use PPO_REWARD for discrete actions"
         )
+
+
+def bpref_order_schedule(init: _Init) -> _Init:
+    """B-Pref's call shape, with the reward model first, defaults to B-Pref's fixed schedule (``feedback_schedule``)."""
+
+    @functools.wraps(init)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(args[0] if args else kwargs.get("policy"), RewardModel):
+            kwargs.setdefault("feedback_schedule", "bpref")
+        init(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 @document_options(OFF_POLICY)
@@ -44,8 +58,11 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PP
     seed steps and ``unsuper_step`` more steps, then asks a uniform query round, relabels the whole
     replay buffer, resets the critic and takes ``reset_update`` extra gradient steps; afterwards a
     query round runs every ``num_interaction`` steps until ``max_feed`` queries were asked, each
-    followed by a full relabel of the buffer. Defaults of the preference arguments follow B-Pref's
-    ``train_PEBBLE.yaml`` (``unsuper_step`` its scripts' 9000); SAC's are SB3's.
+    followed by a full relabel of the buffer. Whatever of the schedule is left unset is planned from
+    ``total_timesteps`` and ``max_feed`` when ``learn`` starts (``feedback_schedule="auto"``); with
+    ``feedback_schedule="bpref"`` (the default of the reward-model-first call shape) it follows B-Pref's
+    ``train_PEBBLE.yaml`` (9000 pretraining steps, 128 queries every 5000 steps, 200 reward passes). SAC's
+    arguments are SB3's.
 
     :param policy: the policy model (``"MlpPolicy"``, ...), or the reward model in B-Pref's order
     :param env: the environment, or the policy in B-Pref's order
@@ -81,6 +98,7 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PP
     ``zero_value_head``) act on an on-policy rollout and its value head; SAC_REWARD does not take them.
     """
 
+    @bpref_order_schedule
     def __init__(
         self,
         policy: Union[str, type[SACPolicy], RewardModel],
@@ -114,13 +132,14 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PP
         reward_model: Optional[RewardModel] = None,
         reward_model_kwargs: Optional[dict[str, Any]] = None,
         teacher: Union[BaseTeacher, str, None] = None,
-        num_interaction: int = 5000,
+        feedback_schedule: str = "auto",
+        num_interaction: Optional[int] = None,
         num_feed: int = 1,
         feed_type: Union[int, str] = 0,
-        re_update: int = 200,
+        re_update: Optional[int] = None,
         metaworld_flag: bool = False,
         max_feed: int = 1400,
-        unsuper_step: int = 9000,
+        unsuper_step: Optional[int] = None,
         size_segment: Optional[int] = None,
         max_ep_len: Optional[int] = None,
         unsuper_flag: Optional[int] = None,

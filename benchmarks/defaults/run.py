@@ -1,0 +1,199 @@
+"""
+The defaults study (issue 41): what a user who swaps ``PPO`` for ``PPO_REWARD`` gets, giving only a reward model, a
+teacher and a label budget, against PPO on the true reward, the best hand-set schedule of ``benchmarks/QUALITY.md``,
+and a floor (a teacher that answers at random, same budget).
+
+    python benchmarks/defaults/run.py --phase dev       # seeds 0-4: where the plan's choices were made
+    python benchmarks/defaults/run.py --phase report    # fresh seeds 100+: what the write-up reports
+    python benchmarks/defaults/run.py --phase report_sac     # SAC_REWARD against SAC on Pendulum-v1
+    python benchmarks/defaults/run.py --phase report_long    # cartpole_swingup at 400k steps
+    python benchmarks/defaults/table.py                 # the tables of README.md
+
+Each finished run writes ``results/<task>/<arm>/seed<N>.json`` (settings, plan, returns, evaluation curve, CPU
+seconds); a run whose file exists is skipped, so a stopped study resumes. Two runs at a time, one torch thread each,
+ordered so that the PPO run and the PPO_REWARD runs of a seed run side by side (both see the same load).
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any, Optional
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+# The PPO the user already has (the README demo's on dm_control; RL Zoo's tuned PPO on Pendulum-v1).
+DMC_PPO: dict[str, Any] = dict(
+    n_steps=250, batch_size=250, n_epochs=10, learning_rate=3e-4, gae_lambda=0.92,
+    policy_kwargs={"net_arch": {"pi": [128, 128], "vf": [128, 128]}},
+)  # fmt: skip
+PENDULUM_PPO: dict[str, Any] = dict(
+    n_steps=1024, batch_size=64, gae_lambda=0.95, gamma=0.9, n_epochs=10, learning_rate=1e-3, use_sde=True,
+    sde_sample_freq=4,
+)  # fmt: skip
+
+#: task -> (env steps, label budget, envs, PPO settings, the best hand-set schedule of QUALITY.md at that budget)
+TASKS: dict[str, dict[str, Any]] = {
+    "cartpole_balance": dict(
+        steps=120_000, labels=400, n_envs=8, ppo=DMC_PPO,
+        # the README demo's schedule before issue 41 (benchmarks/DEMO.md)
+        handset=dict(num_interaction=4000, unsuper_step=8000, unsuper_n_epochs=10, re_update=50,
+                     feed_type="disagreement", model=dict(initial_mb_size=200, mb_size=25)),
+    ),
+    "Pendulum-v1": dict(
+        steps=100_000, labels=200, n_envs=4, ppo=PENDULUM_PPO,
+        handset=dict(num_interaction=4096, unsuper_step=8192, unsuper_n_epochs=10, re_update=50,
+                     feed_type="disagreement", model=dict(initial_mb_size=100, mb_size=25)),
+    ),
+    "cartpole_swingup": dict(
+        steps=400_000, labels=1000, n_envs=8, ppo=DMC_PPO,
+        handset=dict(num_interaction=16000, unsuper_step=8000, unsuper_n_epochs=10, re_update=50,
+                     feed_type="disagreement", model=dict(initial_mb_size=100, mb_size=50)),
+    ),
+    # SAC_REWARD against SAC, SB3's SAC defaults (PEBBLE.md's Pendulum-v1 budget)
+    "Pendulum-v1-sac": dict(steps=20_000, labels=200, n_envs=1, sac=True, handset=None),
+}  # fmt: skip
+
+#: arm -> what PPO_REWARD gets beyond the user's PPO (None: PPO on the true reward)
+ARMS: dict[str, Optional[dict[str, Any]]] = {
+    "ppo": None,
+    "defaults": {},  # only the reward model, the teacher and the budget
+    "defaults_disagreement": {"feed_type": "disagreement"},
+    "handset": {"handset": True},
+    "random_teacher": {"random_teacher": True},  # the floor: labels at random, the defaults otherwise
+}
+
+PHASES = {
+    "dev": dict(seeds=range(5), arms=("defaults", "defaults_disagreement"), tasks=("cartpole_balance", "Pendulum-v1")),
+    "report": dict(
+        seeds=range(100, 105), arms=("ppo", "defaults", "handset", "random_teacher"),
+        tasks=("cartpole_balance", "Pendulum-v1"),
+    ),
+    "report_sac": dict(seeds=range(100, 103), arms=("ppo", "defaults"), tasks=("Pendulum-v1-sac",)),
+    "report_long": dict(seeds=range(100, 103), arms=("ppo", "defaults", "handset"), tasks=("cartpole_swingup",)),
+}
+
+
+def make_env(task: str, n_envs: int, seed: int) -> Any:
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from sb3_pref.envs import make_vec_dmcontrol_env
+
+    if task.startswith("Pendulum-v1"):
+        return make_vec_env("Pendulum-v1", n_envs=n_envs, seed=seed)
+    return make_vec_dmcontrol_env(task, n_envs=n_envs, seed=seed)
+
+
+def evaluate(model: Any, env: Any, episodes: int) -> float:
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    mean, _ = evaluate_policy(model, env, n_eval_episodes=episodes, deterministic=True)
+    return float(mean)
+
+
+def run_one(task: str, arm: str, seed: int) -> str:
+    """Train one arm on one task and seed; write its JSON. :return: the JSON's path"""
+    import numpy as np
+    import torch as th
+    from stable_baselines3 import PPO, SAC
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from sb3_pref import PPO_REWARD, SAC_REWARD, RewardModel
+    from sb3_pref.common.teachers import ScriptedTeacher
+
+    th.set_num_threads(1)
+    path = RESULTS / task / arm / f"seed{seed}.json"
+    spec, extra = TASKS[task], ARMS[arm]
+    env = make_env(task, spec["n_envs"], seed)
+    eval_env = make_env(task, 1, seed + 1000)
+    sac = spec.get("sac", False)
+    base, algorithm, algo_kwargs = (SAC, SAC_REWARD, {}) if sac else (PPO, PPO_REWARD, spec["ppo"])
+    if extra is None:  # the "ppo" arm: the same algorithm on the true reward (SAC on the SAC task)
+        model: Any = base("MlpPolicy", env, seed=seed, verbose=0, **algo_kwargs)
+        settings: dict[str, Any] = {}
+    else:
+        settings = {"teacher": "oracle", "max_feed": spec["labels"]}
+        model_kwargs: dict[str, Any] = {}
+        if extra.get("handset"):
+            handset = dict(spec["handset"])
+            model_kwargs = handset.pop("model")
+            settings.update(handset)
+        elif extra.get("random_teacher"):
+            # every label flipped with probability 0.5: answers independent of the segments
+            settings["teacher"] = ScriptedTeacher(beta=-1, gamma=1, eps_mistake=0.5, eps_skip=0, eps_equal=0, seed=seed)
+        else:
+            settings.update(extra)
+        reward_model = RewardModel(env.observation_space, env.action_space, **model_kwargs)
+        model = algorithm("MlpPolicy", env, reward_model=reward_model, seed=seed, verbose=0, **algo_kwargs, **settings)
+    start = evaluate(model, eval_env, 5)
+    curve: list[tuple[int, float]] = []
+    every = spec["steps"] // 10
+    curve_cpu = [0.0]
+
+    class Every10Percent(BaseCallback):
+        """A 5-episode deterministic evaluation every 10% of the run; its CPU seconds are kept out of training's."""
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps // every > len(curve):
+                t0 = time.process_time()
+                curve.append((int(self.num_timesteps), evaluate(model, eval_env, 5)))
+                curve_cpu[0] += time.process_time() - t0
+            return True
+
+    cpu, wall = time.process_time(), time.time()
+    model.learn(spec["steps"], callback=Every10Percent())
+    cpu, wall = time.process_time() - cpu - curve_cpu[0], time.time() - wall
+    t0 = time.process_time()
+    final = evaluate(model, eval_env, 20)
+    eval_cpu = time.process_time() - t0 + curve_cpu[0]
+    result: dict[str, Any] = dict(
+        task=task, arm=arm, seed=seed, steps=spec["steps"], start=start, final=final, curve=curve,
+        cpu_seconds=cpu, wall_seconds=wall, final_eval_cpu_seconds=eval_cpu,
+        settings={k: (v if isinstance(v, (int, float, str)) else repr(v)) for k, v in settings.items()},
+        ep_rew_mean=float(np.mean([ep["r"] for ep in model.ep_info_buffer])) if model.ep_info_buffer else None,
+        commit=subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip(),
+        cpu_model=platform.processor() or platform.machine(),
+    )  # fmt: skip
+    if extra is not None:
+        plan = model.feedback_plan
+        result["plan"] = plan.to_dict()
+        result["counters"] = model.pref_learner.counters()
+        result["oracle_agreement"] = float(model.pref_learner.oracle_agreement(2000))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    os.replace(tmp, path)
+    return str(path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--phase", choices=sorted(PHASES), required=True)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    phase = PHASES[args.phase]
+    jobs = [
+        (task, arm, seed)
+        for task in phase["tasks"]
+        for seed in phase["seeds"]
+        for arm in phase["arms"]
+        if not (RESULTS / task / arm / f"seed{seed}.json").exists()
+    ]
+    print(f"{len(jobs)} runs to do", flush=True)
+    with ProcessPoolExecutor(args.workers) as pool:
+        futures = [pool.submit(run_one, *job) for job in jobs]
+        for job, future in zip(jobs, futures):
+            try:
+                print("done", future.result(), flush=True)
+            except Exception as error:  # one failed run must not stop the others
+                print("FAILED", job, repr(error), file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()
