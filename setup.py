@@ -14,9 +14,13 @@ with open("README.md", encoding="utf-8") as file_handler:
 # never makes pip change the MuJoCo under an installed dm-control. sb3_pref.envs checks the pair at import.
 MUJOCO_PIN = "mujoco==3.3.0"
 DM_CONTROL_PIN = "dm-control==1.0.28"
+# SB3's learn(progress_bar=True) needs tqdm and rich, which SB3 keeps in its own optional extra: every extra that
+# trains for minutes brings them.
+PROGRESS = ["tqdm", "rich"]
 extras = {
-    "dmc": [DM_CONTROL_PIN, MUJOCO_PIN],
-    "metaworld": ["metaworld>=3.1.1,<3.2", MUJOCO_PIN],
+    "dmc": [DM_CONTROL_PIN, MUJOCO_PIN, *PROGRESS],
+    # Meta-World 3.x builds its envs with gymnasium 1.1's API
+    "metaworld": ["metaworld>=3.1.1,<3.2", MUJOCO_PIN, "gymnasium>=1.1", *PROGRESS],
     "plots": ["matplotlib>=3.5"],
     # pygame-ce (the fork gymnasium and SB3 depend on) renders gymnasium's classic-control envs;
     # Pillow writes the GIF fallback of the clips.
@@ -25,7 +29,7 @@ extras = {
 extras["all"] = sorted({dep for deps in extras.values() for dep in deps})
 # RL Zoo (python -m rl_zoo3.train --algo ppo_reward): its release matches SB3's. pandas: the report that
 # -optimize writes after its trials (optuna's trials_dataframe), which rl_zoo3 does not require itself.
-extras["zoo"] = ["rl_zoo3>=2.4", "pyyaml>=5.4", "pandas>=1.5"]
+extras["zoo"] = ["rl_zoo3>=2.7", "pyyaml>=5.4", "pandas>=1.5"]
 # Grid runner: YAML configs, plots, and Ray for clusters (kept out of "all": Ray is a large install).
 extras["experiments"] = ["pyyaml>=5.4", "matplotlib>=3.5", "ray>=2.9"]
 extras["docs"] = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"]
@@ -48,8 +52,9 @@ setup(
     package_data={"sb3_pref": ["py.typed", "version.txt", "zoo/hyperparams/*.yml", "human/static/*.html"]},
     python_requires=">=3.9",
     install_requires=[
-        "stable-baselines3>=2.4",
-        "sb3-contrib>=2.4",
+        # 2.7 is the first release with the LinearSchedule class sb3_pref imports (2.4-2.6 fail at import).
+        "stable-baselines3>=2.7",
+        "sb3-contrib>=2.7",
         "gymnasium>=1.0",
         # A floor only: an existing torch install is kept as it is.
         "torch>=2.3",

@@ -29,6 +29,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compare-ppo", action="store_true", help="also train PPO on the true reward, as the bar")
     parser.add_argument("--output", default="runs/quickstart/model", help="where to save the trained model")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (e.g. when the output is a log file)")
     return parser.parse_args()
 
 
@@ -70,7 +71,7 @@ def main() -> None:
     model = build(env, args.seed, teacher=args.teacher, max_feed=args.max_feed)
     before, _ = evaluate_policy(model, eval_env, n_eval_episodes=3)
     start = time.time()
-    model.learn(args.total_timesteps, progress_bar=False)
+    model.learn(args.total_timesteps, progress_bar=not args.no_progress)
     minutes = (time.time() - start) / 60
     after, after_std = evaluate_policy(model, eval_env, n_eval_episodes=5)
     model.save(args.output)

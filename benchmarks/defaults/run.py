@@ -7,6 +7,7 @@ and a floor (a teacher that answers at random, same budget).
     python benchmarks/defaults/run.py --phase report    # fresh seeds 100+: what the write-up reports
     python benchmarks/defaults/run.py --phase report_sac     # SAC_REWARD against SAC on Pendulum-v1
     python benchmarks/defaults/run.py --phase report_long    # cartpole_swingup at 400k steps
+    python benchmarks/defaults/run.py --phase report_peer    # the peer's Pendulum-v1 tutorial budget
     python benchmarks/defaults/table.py                 # the tables of README.md
 
 Each finished run writes ``results/<task>/<arm>/seed<N>.json`` (settings, plan, returns, evaluation curve, CPU
@@ -56,6 +57,13 @@ TASKS: dict[str, dict[str, Any]] = {
         handset=dict(num_interaction=16000, unsuper_step=8000, unsuper_n_epochs=10, re_update=50,
                      feed_type="disagreement", model=dict(initial_mb_size=100, mb_size=50)),
     ),
+    # the peer's Pendulum-v1 tutorial budget (imitation's preference-comparisons tutorial: 50k steps, 200 comparisons,
+    # its PPO settings; benchmarks/peer_imitation.py)
+    "Pendulum-v1-peer": dict(
+        steps=50_000, labels=200, n_envs=8, handset=None,
+        ppo=dict(n_steps=256, batch_size=64, ent_coef=0.01, learning_rate=2e-3, clip_range=0.1, gae_lambda=0.95,
+                 gamma=0.97, n_epochs=10, policy_kwargs=dict(net_arch=[32, 32])),
+    ),
     # SAC_REWARD against SAC, SB3's SAC defaults (PEBBLE.md's Pendulum-v1 budget)
     "Pendulum-v1-sac": dict(steps=20_000, labels=200, n_envs=1, sac=True, handset=None),
 }  # fmt: skip
@@ -75,6 +83,7 @@ PHASES = {
         seeds=range(100, 105), arms=("ppo", "defaults", "handset", "random_teacher"),
         tasks=("cartpole_balance", "Pendulum-v1"),
     ),
+    "report_peer": dict(seeds=range(100, 103), arms=("ppo", "defaults", "random_teacher"), tasks=("Pendulum-v1-peer",)),
     "report_sac": dict(seeds=range(100, 103), arms=("ppo", "defaults"), tasks=("Pendulum-v1-sac",)),
     "report_long": dict(seeds=range(100, 103), arms=("ppo", "defaults", "handset"), tasks=("cartpole_swingup",)),
 }

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
-# Uniform-random policy returns, for normalising Pendulum's negative returns (benchmarks/results/quality/random_returns.json)
+# Uniform-random policy returns, for normalising Pendulum's negative returns (benchmarks/results/quality/random_returns.json):
+# on Pendulum "final / PPO" is (R - random) / (PPO - random); on dm_control (returns >= 0) it is R / PPO.
 RANDOM = {"Pendulum-v1": -1205.6}
 
 
@@ -39,7 +40,7 @@ def main() -> None:
         ppo = arms.get("ppo", {})
         ppo_final = np.mean([r["final"] for r in ppo.values()]) if ppo else None
         ppo_cpu = np.mean([r["cpu_seconds"] for r in ppo.values()]) if ppo else None
-        low = RANDOM.get(task, 0.0)
+        low = RANDOM["Pendulum-v1"] if task.startswith("Pendulum-v1") else 0.0
         for arm, by_seed in sorted(arms.items()):
             cells = [
                 f"{by_seed[s]['start']:.0f} → **{by_seed[s]['final']:.1f}**" if s in by_seed else "" for s in seeds
