@@ -72,20 +72,22 @@ TASKS: dict[str, dict[str, Any]] = {
 ARMS: dict[str, Optional[dict[str, Any]]] = {
     "ppo": None,
     "defaults": {},  # only the reward model, the teacher and the budget
-    "defaults_disagreement": {"feed_type": "disagreement"},
+    # the first candidate: the planned schedule with uniform queries (dev seeds, and report seed 100 on cartpole)
+    "defaults_uniform": {"feed_type": "uniform"},
     "handset": {"handset": True},
     "random_teacher": {"random_teacher": True},  # the floor: labels at random, the defaults otherwise
 }
 
 PHASES = {
-    "dev": dict(seeds=range(5), arms=("defaults", "defaults_disagreement"), tasks=("cartpole_balance", "Pendulum-v1")),
-    "report": dict(
-        seeds=range(100, 105), arms=("ppo", "defaults", "handset", "random_teacher"),
-        tasks=("cartpole_balance", "Pendulum-v1"),
+    "dev": dict(seeds=range(5), arms=("defaults", "defaults_uniform"), tasks=("cartpole_balance", "Pendulum-v1")),
+    # cartpole_balance's hand-set schedule is the defaults' plan at this budget, query selection included: no arm of its own
+    "report": dict(seeds=range(101, 106), arms=("ppo", "defaults", "random_teacher"), tasks=("cartpole_balance",)),
+    "report_pendulum": dict(
+        seeds=range(101, 106), arms=("ppo", "defaults", "handset", "random_teacher"), tasks=("Pendulum-v1",)
     ),
-    "report_peer": dict(seeds=range(100, 103), arms=("ppo", "defaults", "random_teacher"), tasks=("Pendulum-v1-peer",)),
-    "report_sac": dict(seeds=range(100, 103), arms=("ppo", "defaults"), tasks=("Pendulum-v1-sac",)),
-    "report_long": dict(seeds=range(100, 103), arms=("ppo", "defaults", "handset"), tasks=("cartpole_swingup",)),
+    "report_peer": dict(seeds=range(101, 104), arms=("ppo", "defaults", "random_teacher"), tasks=("Pendulum-v1-peer",)),
+    "report_sac": dict(seeds=range(101, 104), arms=("ppo", "defaults"), tasks=("Pendulum-v1-sac",)),
+    "report_long": dict(seeds=range(101, 104), arms=("ppo", "defaults", "handset"), tasks=("cartpole_swingup",)),
 }
 
 

@@ -19,7 +19,7 @@ from stable_baselines3.common.utils import LinearSchedule
 
 from sb3_pref.common.controller import PreferenceController, RewardWriter
 from sb3_pref.common.entropy import StateEntropyReward
-from sb3_pref.common.feedback_plan import FeedbackPlan, continue_plan, plan_feedback
+from sb3_pref.common.feedback_plan import FeedbackPlan, continue_plan, default_feed_type, plan_feedback
 from sb3_pref.common.learner import PreferenceLearner, make_teacher
 from sb3_pref.common.options import (
     ON_POLICY,
@@ -114,6 +114,8 @@ class PreferenceAlgorithmMixin(_Base):
         for option in known:
             if option.stored:
                 setattr(self, option.name, checked[option.name])
+        if self.feed_type is None:
+            self.feed_type = default_feed_type(self.feedback_schedule)
         if self.unsuper_flag is None:
             self.unsuper_flag = self.default_unsuper_flag if reward_model is not None or reward_model_kwargs else 0
         previous_segment = reward_model.size_segment if reward_model is not None else None

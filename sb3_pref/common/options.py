@@ -131,10 +131,12 @@ PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
            doc="env steps (summed over envs) between query rounds; None: planned (``feedback_schedule``)"),
     Option("num_feed", int, 1, bpref_flag="re_num_feed",
            doc="accepted for B-Pref compatibility (it had no effect there either)"),
-    Option("feed_type", Union[int, str], 0, check=check_feed_type, model_only=True, learner_arg="feed_type",
+    Option("feed_type", Union[int, str, None], None, check=check_feed_type, model_only=True, learner_arg="feed_type",
            bpref_flag="re_feed_type",
            doc="query selection: 0-5 or a name (uniform, disagreement, entropy, kcenter, kcenter_disagreement, "
-               "kcenter_entropy; see :data:`~sb3_pref.QUERY_METHODS`)"),
+               "kcenter_entropy; see :data:`~sb3_pref.QUERY_METHODS`); None: ``\"disagreement\"`` with "
+               "``feedback_schedule=\"auto\"`` (the setting every measured schedule of this library used), B-Pref's "
+               "0 (uniform) with ``\"bpref\"``"),
     Option("re_update", Optional[int], None, check=_optional_int(1, 100), model_only=True, learner_arg="re_update",
            bpref_flag="re_update",
            doc="the most reward-model epochs per query round; None: planned (50 with ``feedback_schedule=\"auto\"``; "

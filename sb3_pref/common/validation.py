@@ -46,8 +46,10 @@ def check_teacher_option(name: str, value: Any) -> Union[BaseTeacher, str, None]
     return value
 
 
-def check_feed_type(name: str, value: Any) -> Union[int, str]:
-    resolve_query_method(value)  # raises for an unknown method; the value is kept as given (0-5 or a name)
+def check_feed_type(name: str, value: Any) -> Union[int, str, None]:
+    """None (chosen by ``feedback_schedule``) or a query method: 0-5 or a name."""
+    if value is not None:
+        resolve_query_method(value)  # raises for an unknown method; the value is kept as given (0-5 or a name)
     return value
 
 

@@ -135,7 +135,7 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PP
         feedback_schedule: str = "auto",
         num_interaction: Optional[int] = None,
         num_feed: int = 1,
-        feed_type: Union[int, str] = 0,
+        feed_type: Union[int, str, None] = None,
         re_update: Optional[int] = None,
         metaworld_flag: bool = False,
         max_feed: int = 1400,
