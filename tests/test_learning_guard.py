@@ -5,10 +5,12 @@ The demo (``examples/quickstart.py``) trains PPO_REWARD on cartpole_balance from
 issue 23 it ended below where it started: the policy first trained on a reward fitted to 50 labels, pushed
 the cart against the end of the rail with the pole hanging (a behaviour those labels never showed), and did
 not recover. The demo now asks 200 labels at the first round and 25 every 4k steps after it
-(``benchmarks/DEMO.md``).
+(``benchmarks/DEMO.md``): since issue 41 that is no setting of the demo's but the library's default plan for its
+budget (``sb3_pref.common.feedback_plan``), so the guard guards the defaults.
 
-The guard trains the demo on seed 0 and checks the deterministic true return (3 episodes) at 60k, 80k,
-100k and 120k steps; it passes at the first check above the start plus ``MARGIN``. Measured on an AMD EPYC
+The guard trains the demo on seed 0 in one ``learn(120_000)`` call (the plan is made from the whole budget) and
+checks the deterministic true return (3 episodes) at 60k, 80k, 100k and 120k steps; it passes at the first check
+above the start plus ``MARGIN``. Measured on an AMD EPYC
 (AVX2, 2 threads), from 630.5 at the start:
 
 - the demo (the library's default 2x64 reward network since 2026-11-26): 712.8 at 60k, 978.1 at 80k (passes
