@@ -232,3 +232,9 @@ def test_the_plan_survives_a_file_made_before_it(tmp_path):
         loaded.learn(64, reset_num_timesteps=False)
     assert loaded.feedback_plan.num_interaction == loaded.num_interaction
     assert np.isfinite(loaded.pref_learner.total_feed)
+
+
+def test_a_budget_of_no_labels_is_refused_with_what_it_would_mean():
+    env = pendulum()
+    with pytest.raises(ValueError, match=r"max_feed=0 asks the teacher nothing.*never be trained.*max_feed=400"):
+        PPO_REWARD("MlpPolicy", env, reward_model=small_model(env), teacher="oracle", max_feed=0)

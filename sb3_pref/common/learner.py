@@ -105,6 +105,12 @@ class PreferenceLearner:
     ) -> None:
         self.feed_type = resolve_query_method(feed_type)
         self.schedule = check_schedule(schedule, "reward_schedule")
+        if max_feed < 1:
+            raise ValueError(
+                f"max_feed={max_feed} asks the teacher nothing, so the reward model would never be trained and the policy "
+                "would learn from its random initial weights: give the label budget (e.g. max_feed=400), or leave out the "
+                "reward model to train on the env's reward"
+            )
         if reward_model.mb_size is not None and max_feed < reward_model.mb_size:
             raise ValueError(
                 f"max_feed={max_feed} is smaller than one query round (mb_size={reward_model.mb_size}): "
