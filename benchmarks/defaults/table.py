@@ -10,6 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import trim_mean
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # Uniform-random policy returns, for normalising Pendulum's negative returns (benchmarks/results/quality/random_returns.json):
@@ -21,22 +22,23 @@ def load(seeds: str) -> dict:
     runs: dict = defaultdict(lambda: defaultdict(dict))
     for path in sorted(RESULTS.glob("*/*/seed*.json")):
         run = json.loads(path.read_text())
-        if (run["seed"] >= 100) == (seeds == "report"):
+        group = "dev" if run["seed"] < 100 else ("seed100" if run["seed"] == 100 else "report")
+        if group == seeds:
             runs[run["task"]][run["arm"]][run["seed"]] = run
     return runs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seeds", choices=["dev", "report"], default="report")
+    parser.add_argument("--seeds", choices=["dev", "report", "seed100"], default="report")
     args = parser.parse_args()
     runs = load(args.seeds)
     for task, arms in runs.items():
         seeds = sorted({seed for arm in arms.values() for seed in arm})
         print(f"\n### {task} ({args.seeds} seeds {seeds[0]}-{seeds[-1]})\n")
-        columns = "mean final | final / PPO | mean of the curve | CPU s (mean) | CPU / PPO"
+        columns = "mean final | IQM final | final / PPO | ends above its start | mean of the curve | CPU s (mean) | CPU / PPO"
         print("| arm | " + " | ".join(f"seed {s}" for s in seeds) + f" | {columns} |")
-        print("|---|" + "---|" * (len(seeds) + 5))
+        print("|---|" + "---|" * (len(seeds) + 7))
         ppo = arms.get("ppo", {})
         ppo_final = np.mean([r["final"] for r in ppo.values()]) if ppo else None
         ppo_cpu = np.mean([r["cpu_seconds"] for r in ppo.values()]) if ppo else None
@@ -46,12 +48,14 @@ def main() -> None:
                 f"{by_seed[s]['start']:.0f} → **{by_seed[s]['final']:.1f}**" if s in by_seed else "" for s in seeds
             ]
             final = np.mean([r["final"] for r in by_seed.values()])
+            iqm = trim_mean([r["final"] for r in by_seed.values()], 0.25)
+            above = sum(r["final"] > r["start"] for r in by_seed.values())
             cpu = np.mean([r["cpu_seconds"] for r in by_seed.values()])
             # the 10 evaluations during training (5 episodes each): an area under the learning curve
             auc = np.mean([np.mean([value for _, value in r["curve"]]) for r in by_seed.values()])
             ratio = f"{(final - low) / (ppo_final - low):.2f}" if ppo_final is not None else ""
             cpu_ratio = f"{cpu / ppo_cpu:.2f}" if ppo_cpu else ""
-            summary = f"{final:.1f} | {ratio} | {auc:.1f} | {cpu:.0f} | {cpu_ratio}"
+            summary = f"{final:.1f} | {iqm:.1f} | {ratio} | {above} of {len(by_seed)} | {auc:.1f} | {cpu:.0f} | {cpu_ratio}"
             print(f"| {arm} (n={len(by_seed)}) | " + " | ".join(cells) + f" | {summary} |")
 
 
