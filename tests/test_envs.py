@@ -91,8 +91,8 @@ def test_optional_imports() -> None:
         import_optional("sb3_pref_missing_package.suite", "dmc")
     assert str(error.value) == (
         "sb3_pref_missing_package.suite is not installed, and these environments need it: pip install -e '.[dmc]' "
-        "in a checkout of sb3-pref, or pip install 'dm-control==1.0.28' 'mujoco==3.3.0'"
-    )
+        "in a checkout of sb3-pref, or pip install 'dm-control==1.0.28' 'mujoco==3.3.0' 'tqdm' 'rich'"
+    )  # the extra's packages: the envs' and SB3's progress bar (learn(progress_bar=True))
     assert install_hint("no-such-extra") == "pip install -e '.[no-such-extra]' in a checkout of sb3-pref"
     # dm_control and Meta-World are only imported when an env is created.
     code = "import sys, sb3_pref.envs; print(sorted({'dm_control', 'metaworld', 'mujoco'} & set(sys.modules)))"
