@@ -282,7 +282,8 @@ class PreferenceAlgorithmMixin(_Base):
         learner, previous = self.preference.learner, self.preference.plan
         budget = learner.budget_left if learner is not None else 0
         given = self.schedule_given()
-        if previous is not None and not reset_num_timesteps:
+        continued = previous is not None and not reset_num_timesteps
+        if previous is not None and continued:
             plan = continue_plan(previous, total_timesteps, budget, given)
         else:
             plan = plan_feedback(
@@ -290,7 +291,7 @@ class PreferenceAlgorithmMixin(_Base):
                 pretraining=self.unsuper_flag in (1, 2) and not self.preference.pretrain_done,
                 first_done=learner is not None and learner.n_rounds > 0,
             )  # fmt: skip
-        self.preference.apply_plan(plan, continued=previous is not None and not reset_num_timesteps)
+        self.preference.apply_plan(plan, continued=continued)
 
     def schedule_given(self) -> dict[str, Optional[int]]:
         """The schedule settings the user set (None: left to the plan): the options, and the reward model's round sizes."""
