@@ -306,6 +306,26 @@ def test_damaged_model_zip_names_the_file(saved, tmp_path, damage):
         PPO_REWARD.load(path, env=pendulum())
 
 
+def test_a_file_of_another_algorithm_names_the_class_to_load_it_with(saved):
+    from sb3_pref import SAC_REWARD
+
+    # SB3 itself fails deep inside with "'ActorCriticPolicy' object has no attribute 'actor'"
+    with pytest.raises(
+        ValueError, match=r"saved by PPO_REWARD .*ActorCriticPolicy.*not by SAC_REWARD: load it with PPO_REWARD"
+    ):
+        SAC_REWARD.load(saved / "model.zip", env=pendulum())
+    assert PPO_REWARD.load(saved / "model.zip", env=pendulum()).pref_learner is not None
+
+
+def test_a_raw_dm_control_env_names_the_ids_that_build_it():
+    suite = pytest.importorskip("dm_control.suite")
+    raw = suite.load("cartpole", "balance")
+    with pytest.raises(
+        TypeError, match=r"raw dm_control Environment.*make_vec_dmcontrol_env\('cartpole_balance'.*cartpole_swingup"
+    ):
+        PPO_REWARD("MlpPolicy", raw, reward_model=None)
+
+
 def test_missing_model_file_names_the_path(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"does not exist: pass the .zip written by model.save"):
         PPO_REWARD.load(tmp_path / "nothing.zip")

@@ -80,6 +80,8 @@ ARMS: dict[str, Optional[dict[str, Any]]] = {
 
 PHASES = {
     "dev": dict(seeds=range(5), arms=("defaults", "defaults_uniform"), tasks=("cartpole_balance", "Pendulum-v1")),
+    # after the fresh seed 103 stayed below its start: how often the defaults fail there, on more dev seeds
+    "dev_wide": dict(seeds=range(5, 17), arms=("defaults",), tasks=("cartpole_balance",)),
     # cartpole_balance's hand-set schedule is the defaults' plan at this budget, query selection included: no arm of its own
     "report": dict(seeds=range(101, 106), arms=("ppo", "defaults", "random_teacher"), tasks=("cartpole_balance",)),
     "report_pendulum": dict(

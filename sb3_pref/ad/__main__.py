@@ -35,7 +35,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--n-test", type=int, default=AD_TEST_GOALS, help="held-out goals (the seed: 23 of 80)")
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--learner-kwargs", type=json.loads, default={}, help='JSON, e.g. \'{"epsilon": 0.1}\'')
+    parser.add_argument("--learner-kwargs", type=json.loads, default={}, help="JSON, e.g. '{\"epsilon\": 0.1}'")
     parser.add_argument("--goals", type=int, default=None, help="use only the first N training goals (quick runs)")
     parser.add_argument("--workers", type=int, default=1, help="learners recorded in parallel processes")
     return parser.parse_args(argv)
@@ -48,9 +48,18 @@ def main(argv: Optional[list[str]] = None) -> None:
     env_kwargs = dict(size=args.size, episode_length=args.episode_length, terminate_on_goal=not args.no_terminate_on_goal)
     start = time.perf_counter()
     histories = collect_histories(
-        goals, args.out, learner=args.learner, steps=args.steps, learners_per_goal=args.learners_per_goal,
-        seed=args.seed, n_envs=args.n_envs, max_steps=args.max_steps, env_kwargs=env_kwargs,
-        learner_kwargs=args.learner_kwargs, verbose=1, workers=args.workers,
+        goals,
+        args.out,
+        learner=args.learner,
+        steps=args.steps,
+        learners_per_goal=args.learners_per_goal,
+        seed=args.seed,
+        n_envs=args.n_envs,
+        max_steps=args.max_steps,
+        env_kwargs=env_kwargs,
+        learner_kwargs=args.learner_kwargs,
+        verbose=1,
+        workers=args.workers,
     )
     sizes = f"{histories.n_histories} histories x {histories.min_length}-{histories.length} steps"
     print(f"{sizes} -> {args.out} in {time.perf_counter() - start:.1f} s")

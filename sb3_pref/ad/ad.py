@@ -129,16 +129,25 @@ class AD:
             raise ValueError(f"need 0 < min_learning_rate <= learning_rate, got {min_learning_rate!r}, {learning_rate!r}")
         if isinstance(burn_in, bool) or not isinstance(burn_in, (int, np.integer)) or not 0 <= burn_in < seq_len:
             raise ValueError(f"burn_in must be an int in [0, seq_len={seq_len}), got {burn_in!r}")
-        if not isinstance(first_window_fraction, (int, float, np.floating)) or isinstance(first_window_fraction, bool) \
-                or not 0.0 <= first_window_fraction <= 1.0:
+        if (
+            not isinstance(first_window_fraction, (int, float, np.floating))
+            or isinstance(first_window_fraction, bool)
+            or not 0.0 <= first_window_fraction <= 1.0
+        ):
             raise ValueError(f"first_window_fraction must be a share in [0, 1], got {first_window_fraction!r}")
         self.device = get_device(device)
         self.use_bf16 = resolve_precision(self.device, dtype)
         self.dtype = dtype
         self.hyperparameters: dict[str, Any] = dict(
-            learning_rate=learning_rate, min_learning_rate=min_learning_rate, n_updates=int(n_updates),
-            batch_size=int(batch_size), betas=tuple(betas), max_grad_norm=max_grad_norm, max_history_steps=max_history_steps,
-            pad_short_histories=check_bool("pad_short_histories", pad_short_histories), burn_in=int(burn_in),
+            learning_rate=learning_rate,
+            min_learning_rate=min_learning_rate,
+            n_updates=int(n_updates),
+            batch_size=int(batch_size),
+            betas=tuple(betas),
+            max_grad_norm=max_grad_norm,
+            max_history_steps=max_history_steps,
+            pad_short_histories=check_bool("pad_short_histories", pad_short_histories),
+            burn_in=int(burn_in),
             first_window_fraction=float(first_window_fraction),
         )
         self.seed, self.verbose, self.tensorboard_log = seed, verbose, tensorboard_log
@@ -171,10 +180,19 @@ class AD:
             categorical = len(values) <= 16 if reward_categories == "auto" else bool(reward_categories)
             self.reward_values = [float(v) for v in values] if categorical else []
             _config = ADConfig(
-                obs_dim=data.obs_dim, n_actions=data.n_actions, max_timestep=data.max_episode_length,
-                n_reward_values=len(self.reward_values), seq_len=int(seq_len), embed_dim=embed_dim, n_layers=n_layers,
-                n_heads=n_heads, ff_dim=ff_dim, attention_dropout=attention_dropout, residual_dropout=residual_dropout,
-                recency_bias=bool(recency_bias), token_layout=token_layout,
+                obs_dim=data.obs_dim,
+                n_actions=data.n_actions,
+                max_timestep=data.max_episode_length,
+                n_reward_values=len(self.reward_values),
+                seq_len=int(seq_len),
+                embed_dim=embed_dim,
+                n_layers=n_layers,
+                n_heads=n_heads,
+                ff_dim=ff_dim,
+                attention_dropout=attention_dropout,
+                residual_dropout=residual_dropout,
+                recency_bias=bool(recency_bias),
+                token_layout=token_layout,
             )
             self.histories: Optional[Histories] = data
         else:
@@ -431,6 +449,7 @@ class AD:
             probs = th.softmax(logits, -1).cpu().numpy().astype(np.float64)
             actions = (probs.cumsum(1) > self._predict_rng.random((n, 1)) * probs.sum(1, keepdims=True)).argmax(1)
         return actions.astype(np.int64), new_state
+
     # --- persistence (sb3_pref.ad.persistence) ---------------------------------------------
     def save(self, path: Union[str, os.PathLike]) -> None:
         """

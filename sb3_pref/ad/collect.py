@@ -60,9 +60,14 @@ def record_learner(
     # DQN's defaults are written out too: they changed once (benchmarks/AD.md, sixth run), and a history file must say
     # which learner made it
     described = {**DQN_TABULAR_SETTINGS, **learner_kwargs} if learner == "dqn" else learner_kwargs
-    meta = dict(learner=learner, steps=int(steps), seed=int(seed), env="DarkRoom", env_kwargs=env_kwargs, learner_kwargs={
-        k: v for k, v in described.items() if isinstance(v, (int, float, str, bool))
-    })
+    meta = dict(
+        learner=learner,
+        steps=int(steps),
+        seed=int(seed),
+        env="DarkRoom",
+        env_kwargs=env_kwargs,
+        learner_kwargs={k: v for k, v in described.items() if isinstance(v, (int, float, str, bool))},
+    )
     start = time.perf_counter()
     if learner in ("a2c", "dqn"):
         n_envs = n_envs if learner == "a2c" else 1
@@ -171,7 +176,9 @@ def collect_histories(
 
 
 def _record_in_parallel(
-    todo: list[tuple[str, tuple[Any, ...]]], workers: int, time_left: Callable[[], bool],
+    todo: list[tuple[str, tuple[Any, ...]]],
+    workers: int,
+    time_left: Callable[[], bool],
     report: Callable[[str, Histories], None],
 ) -> None:
     # spawn: a forked child would inherit torch's thread pools and any CUDA state of the parent

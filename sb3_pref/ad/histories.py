@@ -145,9 +145,15 @@ class Histories:
         if max_steps >= self.length:
             return self
         return Histories(
-            self.observations[:, :max_steps], self.actions[:, :max_steps], self.rewards[:, :max_steps],
-            self.dones[:, :max_steps], self.timesteps[:, :max_steps], self.tasks, self.n_actions,
-            {**self.meta, "truncated_to": int(max_steps)}, np.minimum(self.history_lengths, max_steps),
+            self.observations[:, :max_steps],
+            self.actions[:, :max_steps],
+            self.rewards[:, :max_steps],
+            self.dones[:, :max_steps],
+            self.timesteps[:, :max_steps],
+            self.tasks,
+            self.n_actions,
+            {**self.meta, "truncated_to": int(max_steps)},
+            np.minimum(self.history_lengths, max_steps),
         )
 
     def shuffled(self, rng: np.random.Generator) -> "Histories":
@@ -317,8 +323,14 @@ class HistoryRecorder:
             raise ValueError("the recorder holds no finished episode: train the learner for longer")
         obs, actions, rewards, dones, timesteps = (np.asarray(column) for column in zip(*rows))
         return Histories(
-            obs[None], actions[None], rewards[None], dones[None], timesteps[None],
-            np.asarray(task, dtype=np.float64).reshape(1, -1), n_actions, dict(meta or {}),
+            obs[None],
+            actions[None],
+            rewards[None],
+            dones[None],
+            timesteps[None],
+            np.asarray(task, dtype=np.float64).reshape(1, -1),
+            n_actions,
+            dict(meta or {}),
         )
 
 

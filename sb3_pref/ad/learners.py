@@ -134,8 +134,12 @@ def make_dqn_learner(
     """
     size = int(env.get_attr("size")[0])
     settings = {**DQN_TABULAR_SETTINGS, **overrides}
-    policy_kwargs = dict(features_extractor_class=CellsExtractor, features_extractor_kwargs=dict(size=size),
-                         net_arch=[], optimizer_class=th.optim.SGD)
+    policy_kwargs = dict(
+        features_extractor_class=CellsExtractor,
+        features_extractor_kwargs=dict(size=size),
+        net_arch=[],
+        optimizer_class=th.optim.SGD,
+    )
     model = DQN("MlpPolicy", env, seed=seed, device="cpu", policy_kwargs=policy_kwargs, **settings)
     # Optimistic values, each raised by a seeded draw below a step of learning: equal values would make argmax take
     # the first action in every untried cell, so every learner would sweep the room in the same order. QLearning

@@ -27,6 +27,7 @@ from torch import nn
 #: the ways a window of transitions becomes tokens (see the module's docstring)
 TOKEN_LAYOUTS = ("triplet", "transition")
 
+
 @dataclass
 class ADConfig:
     """
@@ -123,9 +124,7 @@ class ADTransformer(nn.Module):
         extra = int(config.token_layout == "transition")
         self.action_embed = nn.Embedding(config.n_actions + extra, d)
         categorical = config.n_reward_values > 0
-        self.reward_embed: nn.Module = (
-            nn.Embedding(config.n_reward_values + extra, d) if categorical else nn.Linear(1, d)
-        )
+        self.reward_embed: nn.Module = nn.Embedding(config.n_reward_values + extra, d) if categorical else nn.Linear(1, d)
         self.time_embed = nn.Embedding(config.max_timestep, d)
         # Which of a transition's three tokens a token is: only the seed's layout has three.
         self.kind_embed: Optional[nn.Parameter] = nn.Parameter(th.zeros(3, d)) if extra == 0 else None

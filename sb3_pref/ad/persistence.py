@@ -33,16 +33,23 @@ def save_ad(model: "AD", path: Union[str, os.PathLike]) -> None:
     """
     optimizer = model.optimizer.state_dict()
     header = dict(
-        format_version=MODEL_FORMAT_VERSION, config=model.config.to_dict(), reward_values=model.reward_values,
+        format_version=MODEL_FORMAT_VERSION,
+        config=model.config.to_dict(),
+        reward_values=model.reward_values,
         hyperparameters={**model.hyperparameters, "betas": list(model.hyperparameters["betas"])},
-        num_timesteps=model.num_timesteps, n_updates=model._n_updates, dtype=model.dtype, seed=model.seed,
-        param_groups=optimizer["param_groups"], predict_rng=model._predict_rng.bit_generator.state,
+        num_timesteps=model.num_timesteps,
+        n_updates=model._n_updates,
+        dtype=model.dtype,
+        seed=model.seed,
+        param_groups=optimizer["param_groups"],
+        predict_rng=model._predict_rng.bit_generator.state,
     )
     weights, training = io.BytesIO(), io.BytesIO()
     np.savez(weights, **{k: v.detach().float().cpu().numpy() for k, v in model.policy.state_dict().items()})
     arrays: dict[str, Any] = {
         f"adam/{index}/{key}": th.as_tensor(value).detach().cpu().numpy()
-        for index, state in optimizer["state"].items() for key, value in state.items()
+        for index, state in optimizer["state"].items()
+        for key, value in state.items()
     }
     arrays["torch_rng"] = th.get_rng_state().numpy()
     if model._data is not None:
@@ -61,7 +68,10 @@ def save_ad(model: "AD", path: Union[str, os.PathLike]) -> None:
 
 
 def load_ad(
-    cls: "type[AD]", path: Union[str, os.PathLike], env: Optional[VecEnv] = None, device: Union[th.device, str] = "auto",
+    cls: "type[AD]",
+    path: Union[str, os.PathLike],
+    env: Optional[VecEnv] = None,
+    device: Union[th.device, str] = "auto",
     **kwargs: Any,
 ) -> "AD":
     """
@@ -93,8 +103,16 @@ def load_ad(
     histories = kwargs.pop("histories", None)
     hp = {**hp, "betas": tuple(hp["betas"])}
     model = cls(
-        None, env=env, device=device, dtype=header.get("dtype", "auto"), seed=header.get("seed"),
-        _config=config, _reward_values=header["reward_values"], seq_len=config.seq_len, **hp, **kwargs,
+        None,
+        env=env,
+        device=device,
+        dtype=header.get("dtype", "auto"),
+        seed=header.get("seed"),
+        _config=config,
+        _reward_values=header["reward_values"],
+        seq_len=config.seq_len,
+        **hp,
+        **kwargs,
     )
     model.policy.load_state_dict(state)
     model.num_timesteps = int(header.get("num_timesteps", 0))

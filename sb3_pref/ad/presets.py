@@ -33,8 +33,18 @@ NOISY_ROOM: dict[str, Any] = dict(
     learners_per_goal=20,
     learner_kwargs=dict(anneal_fraction=0.75),
     model=dict(
-        seq_len=48, embed_dim=48, n_layers=1, n_heads=4, ff_dim=192, attention_dropout=0.0, residual_dropout=0.0,
-        recency_bias=True, learning_rate=3e-3, min_learning_rate=1.5e-4, n_updates=500, batch_size=32,
+        seq_len=48,
+        embed_dim=48,
+        n_layers=1,
+        n_heads=4,
+        ff_dim=192,
+        attention_dropout=0.0,
+        residual_dropout=0.0,
+        recency_bias=True,
+        learning_rate=3e-3,
+        min_learning_rate=1.5e-4,
+        n_updates=500,
+        batch_size=32,
         max_history_steps=None,
     ),
 )
@@ -53,8 +63,18 @@ NOISY_ROOM_20: dict[str, Any] = dict(
     learners_per_goal=80,
     learner_kwargs=dict(anneal_fraction=0.125, anneal_after_reward=True),
     model=dict(
-        seq_len=160, embed_dim=64, n_layers=2, n_heads=4, ff_dim=256, attention_dropout=0.0, residual_dropout=0.0,
-        recency_bias=True, learning_rate=2e-3, min_learning_rate=1e-4, n_updates=5000, batch_size=16,
+        seq_len=160,
+        embed_dim=64,
+        n_layers=2,
+        n_heads=4,
+        ff_dim=256,
+        attention_dropout=0.0,
+        residual_dropout=0.0,
+        recency_bias=True,
+        learning_rate=2e-3,
+        min_learning_rate=1e-4,
+        n_updates=5000,
+        batch_size=16,
         max_history_steps=None,
     ),
 )
@@ -81,8 +101,14 @@ def short_histories(
     n = learners_per_goal or preset["learners_per_goal"]
     steps = preset["episodes"] * preset["room"]["episode_length"]
     parts = [
-        record_learner(goal, preset["learner"], steps, seed + 1000 * k + g, env_kwargs=preset["room"],
-                       learner_kwargs=preset["learner_kwargs"])
+        record_learner(
+            goal,
+            preset["learner"],
+            steps,
+            seed + 1000 * k + g,
+            env_kwargs=preset["room"],
+            learner_kwargs=preset["learner_kwargs"],
+        )
         for k in range(n)
         for g, goal in enumerate(goals)
     ]

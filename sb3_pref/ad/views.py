@@ -73,6 +73,11 @@ def first_success_views(
         for view, (row, index) in enumerate(zip(rows, indices)):
             out[view, : len(index)] = values[row][index]
         arrays[name] = out
-    meta = {**histories.meta, "views": "first_success", "n_starts": int(n_starts), "tail": int(tail),
-            "tail_window": int(tail_window)}
+    meta = {
+        **histories.meta,
+        "views": "first_success",
+        "n_starts": int(n_starts),
+        "tail": int(tail),
+        "tail_window": int(tail_window),
+    }
     return Histories(**arrays, tasks=histories.tasks[rows], n_actions=histories.n_actions, meta=meta, lengths=lengths)

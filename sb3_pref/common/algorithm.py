@@ -34,6 +34,7 @@ from sb3_pref.common.preprocessing import FeatureEncoder
 from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.rollout import RolloutRecorder
 from sb3_pref.common.validation import (
+    check_env_kind,
     check_reward_model_arguments,
     check_reward_model_fits,
     check_same_reward_model,
@@ -129,6 +130,7 @@ class PreferenceAlgorithmMixin(_Base):
         # The phases, learner and saved progress, and where the rewards go (kept across save/load, see save()).
         self._reward_writer = writer
         self.preference = PreferenceController(self, writer)
+        check_env_kind(args[1] if len(args) > 1 else kwargs.get("env"))
         try:
             super().__init__(*args, **kwargs)
         except Exception:
@@ -375,7 +377,7 @@ class PreferenceAlgorithmMixin(_Base):
         """
         if kwargs.get("teacher") is not None:
             kwargs["_teacher_given_at_load"] = "preset" if isinstance(kwargs["teacher"], str) else "object"
-        check_saved_model_file(path)
+        check_saved_model_file(path, cls)
         return super().load(path, env=env, device=device, **kwargs)
 
     def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:

@@ -110,9 +110,7 @@ def resolve_device(device: "str | th.device") -> th.device:
     return th.device(device)
 
 
-def round_steps(
-    schedule: str, n_pairs: int, n_new: int, batch_size: int, max_epochs: int, passes_per_new_label: float
-) -> int:
+def round_steps(schedule: str, n_pairs: int, n_new: int, batch_size: int, max_epochs: int, passes_per_new_label: float) -> int:
     """
     :return: the gradient steps a round may take: all ``max_epochs`` passes for ``"bpref"``;
         ``ceil(passes_per_new_label * n_new / batch_size)`` (at least 1) capped by them for ``"auto"``

@@ -6,7 +6,9 @@ received and what to pass instead: a wrong type raises ``TypeError``, an impossi
 The ``(name, value) -> value`` checks are those of the preference options (:mod:`sb3_pref.common.options`).
 """
 
+import json
 import os
+import re
 import zipfile
 from typing import Any, Optional, Union
 
@@ -168,12 +170,43 @@ def check_same_reward_model(saved: dict[str, Any], given: dict[str, Any]) -> Non
         )
 
 
-def check_saved_model_file(path: Any) -> None:
+#: where the library's own policies live -> the algorithm whose saved files hold them
+_SAVED_BY = {
+    "stable_baselines3.common.policies": "PPO_REWARD (or SB3's PPO)",
+    "stable_baselines3.sac.policies": "SAC_REWARD (or SB3's SAC)",
+    "sb3_pref.rl2.policies": "RL2",
+}
+
+
+def check_env_kind(env: Any) -> None:
+    """
+    Before SB3 wraps the env: a raw dm_control ``Environment`` gets an error naming the ids that build it as a
+    gymnasium env (SB3's own message speaks of OpenAI Gym). Anything else is left to SB3's checks.
+
+    :param env: the ``env`` argument of the algorithm
+    """
+    module = type(env).__module__
+    if not module.startswith("dm_control."):
+        return
+    from sb3_pref.envs.registration import DMC_TASKS, dmc_env_id
+
+    domain = type(getattr(env, "task", None)).__module__.rsplit(".", 1)[-1]
+    ids = [dmc_env_id(d, t) for d, t in DMC_TASKS if d == domain] or [dmc_env_id("cartpole", "balance")]
+    raise TypeError(
+        f"env is a raw dm_control {type(env).__name__}, not a gymnasium env: build it by id with "
+        f"sb3_pref.envs.make_vec_dmcontrol_env({ids[0]!r}, n_envs=8) or gymnasium.make({ids[0]!r}) after "
+        f"import sb3_pref.envs (this domain's ids: {', '.join(ids)})"
+    )
+
+
+def check_saved_model_file(path: Any, algorithm: Optional[type] = None) -> None:
     """
     Before SB3 reads a saved model: a truncated or corrupted ``.zip`` raises one clear ``ValueError``
-    naming the file (instead of SB3's assertion on missing data). Open file objects are left to SB3.
+    naming the file (instead of SB3's assertion on missing data), and so does a file another algorithm saved
+    (instead of an ``AttributeError`` from deep inside SB3). Open file objects are left to SB3.
 
     :param path: what was passed to ``load()``
+    :param algorithm: the class whose ``load`` was called
     """
     if not isinstance(path, (str, os.PathLike)):
         return
@@ -194,6 +227,35 @@ def check_saved_model_file(path: Any) -> None:
     if missing or damaged is not None:
         what = f"lacks {sorted(missing)}" if missing else f"has a damaged member {damaged!r}"
         raise ValueError(f"path={path!r} {what}: it is not a complete model saved by model.save(); load an older checkpoint")
+    if algorithm is not None:
+        check_saved_by(path, algorithm)
+
+
+def check_saved_by(path: str, algorithm: type) -> None:
+    """
+    A file saved by another algorithm of the library (its policy is one of the library's and not one of
+    ``algorithm``'s) raises a ``ValueError`` naming the class to load it with. Custom policy classes are left to SB3.
+
+    :param path: a readable saved model
+    :param algorithm: the class whose ``load`` was called
+    """
+    with zipfile.ZipFile(path) as archive:
+        try:
+            saved = json.loads(archive.read("data")).get("policy_class", {})
+        except ValueError:
+            return  # SB3 reports what it cannot parse
+    module = saved.get("__module__") if isinstance(saved, dict) else None
+    # SB3 stores the class as pickled bytes plus its attributes as text; the constructor's text names the class.
+    name = re.match(r"<function (\w+)\.__init__", str(saved.get("__init__", ""))) if module else None
+    if module not in _SAVED_BY or name is None:
+        return
+    own = {(policy.__module__, policy.__name__) for policy in getattr(algorithm, "policy_aliases", {}).values()}
+    if not own or (module, name.group(1)) in own:
+        return
+    raise ValueError(
+        f"path={path!r} was saved by {_SAVED_BY[module]} (its policy is {name.group(1)}), not by {algorithm.__name__}: "
+        f"load it with {_SAVED_BY[module].split(' ')[0]}.load()"
+    )
 
 
 def check_reward_model_arguments(

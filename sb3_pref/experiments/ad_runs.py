@@ -19,8 +19,23 @@ from sb3_pref.experiments.spec import RunSpec
 __all__ = ["AD", "AD_KEYS", "AD_NAMED_PRESETS", "AD_PRESETS", "ad_task_defaults", "build_ad", "check_ad_settings",
            "finish_ad", "make_ad_test_env"]  # fmt: skip
 
-_INTS = ("total_timesteps", "learner_steps", "learners_per_goal", "max_history_steps", "seq_len", "embed_dim", "n_layers",
-         "n_heads", "ff_dim", "batch_size", "episodes_per_trial", "eval_trials", "size", "episode_length", "n_test")
+_INTS = (
+    "total_timesteps",
+    "learner_steps",
+    "learners_per_goal",
+    "max_history_steps",
+    "seq_len",
+    "embed_dim",
+    "n_layers",
+    "n_heads",
+    "ff_dim",
+    "batch_size",
+    "episodes_per_trial",
+    "eval_trials",
+    "size",
+    "episode_length",
+    "n_test",
+)
 
 
 def check_ad_settings(task: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -69,8 +84,12 @@ def make_ad_test_env(settings: dict[str, Any], seed: int) -> VecEnv:
     from sb3_pref.envs.darkroom import darkroom_trials
 
     kwargs = dict(split="test", split_seed=seed, n_test=settings["n_test"], episodes_per_trial=settings["episodes_per_trial"])
-    return make_vec_env(darkroom_trials, n_envs=min(settings["eval_trials"], 20), seed=seed + 10_000,
-                        env_kwargs=dict(**kwargs, **_room(settings)))
+    return make_vec_env(
+        darkroom_trials,
+        n_envs=min(settings["eval_trials"], 20),
+        seed=seed + 10_000,
+        env_kwargs=dict(**kwargs, **_room(settings)),
+    )
 
 
 def build_ad(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Any]) -> Any:
@@ -90,19 +109,38 @@ def build_ad(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Any]) -> Any:
     s = spec.hyperparameters
     train, _ = split_goals(spec.seed, size=s["size"], n_test=s["n_test"])
     histories = collect_histories(
-        train, os.path.join(run_dir, "histories.npz"), learner=s["learner"], steps=s["learner_steps"],
-        learners_per_goal=s["learners_per_goal"], seed=spec.seed, max_steps=s["max_history_steps"], env_kwargs=_room(s),
+        train,
+        os.path.join(run_dir, "histories.npz"),
+        learner=s["learner"],
+        steps=s["learner_steps"],
+        learners_per_goal=s["learners_per_goal"],
+        seed=spec.seed,
+        max_steps=s["max_history_steps"],
+        env_kwargs=_room(s),
         learner_kwargs=dict(anneal_fraction=s["anneal_fraction"], anneal_after_reward=s["anneal_after_reward"])
-        if s["learner"] == "noisy_expert" else None,
+        if s["learner"] == "noisy_expert"
+        else None,
     )
     env = make_ad_test_env(s, spec.seed)
     if checkpoint is not None:
         return AD.load(checkpoint.model, env=env, histories=histories)
     return AD(
-        histories, env=env, seq_len=s["seq_len"], embed_dim=s["embed_dim"], n_layers=s["n_layers"], n_heads=s["n_heads"],
-        ff_dim=s["ff_dim"], attention_dropout=s["attention_dropout"], residual_dropout=s["residual_dropout"],
-        learning_rate=s["lr"], min_learning_rate=s["min_lr"], n_updates=s["total_timesteps"], batch_size=s["batch_size"],
-        max_history_steps=s["max_history_steps"], recency_bias=s["recency_bias"], seed=spec.seed,
+        histories,
+        env=env,
+        seq_len=s["seq_len"],
+        embed_dim=s["embed_dim"],
+        n_layers=s["n_layers"],
+        n_heads=s["n_heads"],
+        ff_dim=s["ff_dim"],
+        attention_dropout=s["attention_dropout"],
+        residual_dropout=s["residual_dropout"],
+        learning_rate=s["lr"],
+        min_learning_rate=s["min_lr"],
+        n_updates=s["total_timesteps"],
+        batch_size=s["batch_size"],
+        max_history_steps=s["max_history_steps"],
+        recency_bias=s["recency_bias"],
+        seed=spec.seed,
     )
 
 

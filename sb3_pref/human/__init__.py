@@ -1,5 +1,5 @@
 """
-Human feedback: a person labels the queries on a local web page (``pip install sb3_pref[human]``).
+Human feedback: a person labels the queries on a local web page (``pip install -e '.[human]'`` in a checkout).
 
 ``HumanTeacher`` plugs into ``PPO_REWARD`` like a scripted teacher; ``RenderStateWrapper`` records
 the simulator states its clips are rendered from; ``MixedTeacher`` lets a scripted teacher answer

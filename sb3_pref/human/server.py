@@ -18,12 +18,14 @@ import time
 import warnings
 from typing import Any, Callable, Optional, Union
 
+from sb3_pref.envs.optional import install_hint
+
 try:
     from flask import Flask, Response, jsonify, request, send_from_directory
     from werkzeug.exceptions import HTTPException
     from werkzeug.serving import WSGIRequestHandler, make_server
 except ModuleNotFoundError as error:  # pragma: no cover (the human extra installs Flask)
-    raise ImportError(f"the labelling page needs Flask ({error}): pip install 'sb3_pref[human]'") from error
+    raise ImportError(f"the labelling page needs Flask ({error}): {install_hint('human')}") from error
 
 from sb3_pref.human.page import render_page, render_token_page
 from sb3_pref.human.params import BadParameter, id_arg, json_object, name_arg, parse_labeller, parse_query_id, viewer_arg
