@@ -272,8 +272,13 @@ def test_bpref_overrides_build_the_pebble_of_its_scripts():
     assert quick["max_feedback"] == 200 and quick["reward_batch"] == 25
     assert quick["agent.params.batch_size"] == 256 and quick["double_q_critic.params.hidden_dim"] == 256
     assert quick["reward_hidden_dim"] == 64 and quick["seed"] == 3
-    with pytest.raises(ValueError, match="unknown setting 'max_feed'"):
+    with pytest.raises(ValueError, match="unknown setting 'max_feed': did you mean max_feedback"):
         parse_overrides(["max_feed=10"])
+    # a misspelt boolean is refused, not read as False
+    with pytest.raises(ValueError, match=r"reset_critic='ture': expected true or false"):
+        parse_overrides(["reset_critic=ture"])
+    assert parse_overrides(["reset_critic=false"])["reset_critic"] is False
+    assert parse_overrides(["reset_critic=True"])["reset_critic"] is True
     with pytest.raises(ValueError, match="key=value"):
         parse_overrides(["--env"])
 

@@ -7,6 +7,7 @@ updated every 2 gradient steps (``target_update_interval=2``) and its temperatur
 (``ent_coef="auto_0.1"``). Its actor's log-std bounds (-5, 2) are SB3's defaults too.
 """
 
+import difflib
 from collections.abc import Sequence
 from typing import Any
 
@@ -82,13 +83,19 @@ def _convert(key: str, text: str) -> Any:
     default = PEBBLE_DEFAULTS[key]
     try:
         if isinstance(default, bool):
-            return text.lower() in ("1", "true", "yes")
+            # Hydra's spellings; anything else (a typo such as "ture") is refused, not read as False.
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(text)
         if isinstance(default, int):
             return int(float(text))  # B-Pref writes 1e6
         if isinstance(default, float):
             return float(text)
     except ValueError:
-        raise ValueError(f"{key}={text!r}: expected a {type(default).__name__}") from None
+        expected = "true or false" if isinstance(default, bool) else f"a {type(default).__name__}"
+        raise ValueError(f"{key}={text!r}: expected {expected}") from None
     return text
 
 
@@ -106,8 +113,9 @@ def parse_overrides(argv: Sequence[str]) -> dict[str, Any]:
         if not sep:
             raise ValueError(f"{item!r}: arguments are B-Pref's key=value overrides, e.g. env=walker_walk")
         if key not in PEBBLE_DEFAULTS:
-            known = ", ".join(sorted(PEBBLE_DEFAULTS))
-            raise ValueError(f"unknown setting {key!r}: known settings are {known}")
+            close = difflib.get_close_matches(key, PEBBLE_DEFAULTS, n=3, cutoff=0.6)
+            hint = f"did you mean {' or '.join(close)}?" if close else f"known settings: {', '.join(sorted(PEBBLE_DEFAULTS))}"
+            raise ValueError(f"unknown setting {key!r}: {hint}")
         given[key] = _convert(key, value)
     env = given.get("env", PEBBLE_DEFAULTS["env"])
     task = {key: value for key, value in PEBBLE_TASKS.get(env, QUICK_TASKS.get(env, {})).items() if key != "budgets"}
