@@ -28,8 +28,9 @@ extras = {
 }
 extras["all"] = sorted({dep for deps in extras.values() for dep in deps})
 # RL Zoo (python -m rl_zoo3.train --algo ppo_reward): its release matches SB3's. pandas: the report that
-# -optimize writes after its trials (optuna's trials_dataframe), which rl_zoo3 does not require itself.
-extras["zoo"] = ["rl_zoo3>=2.7", "pyyaml>=5.4", "pandas>=1.5"]
+# -optimize writes after its trials (optuna's trials_dataframe), and requests: what rl_zoo3.enjoy imports
+# (load_from_hub), neither of which rl_zoo3 requires itself.
+extras["zoo"] = ["rl_zoo3>=2.7", "pyyaml>=5.4", "pandas>=1.5", "requests>=2.25"]
 # Grid runner: YAML configs, plots, and Ray for clusters (kept out of "all": Ray is a large install).
 extras["experiments"] = ["pyyaml>=5.4", "matplotlib>=3.5", "ray>=2.9"]
 extras["docs"] = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"]

@@ -74,6 +74,45 @@ def test_train_from_yaml_then_enjoy_on_pendulum(tmp_path):
     assert len(returns) == 1 and -2000 < returns[0] < 0, enjoy.stdout[-2000:]
 
 
+def test_sac_reward_trains_from_yaml_then_enjoys(tmp_path):
+    """``--algo sac_reward`` was refused (issue 45): PEBBLE through the Zoo, planned schedule, then replayed."""
+    from sb3_pref import SAC_REWARD
+
+    entry = {
+        "policy": "MlpPolicy", "n_timesteps": 1200, "learning_starts": 100, "batch_size": 64, "buffer_size": 2000,
+        "policy_kwargs": "dict(net_arch=[32])", "teacher": "oracle", "max_feed": 20,
+        "reward_model_kwargs": {"size_segment": 10, "hidden_dim": 16, "ensemble_size": 2},
+    }  # fmt: skip
+    conf = tmp_path / "sac_reward.yml"
+    conf.write_text(yaml.safe_dump({"Pendulum-v1": entry}))
+    common = ["--algo", "sac_reward", "--env", "Pendulum-v1", "-f", str(tmp_path / "logs")]
+    train = _zoo("sb3_pref.zoo.train", *common, "-conf", str(conf), "--seed", "1", "--eval-freq", "-1", cwd=tmp_path)
+    assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
+    model = SAC_REWARD.load(tmp_path / "logs" / "sac_reward" / "Pendulum-v1_1" / "Pendulum-v1.zip")
+    assert model.num_timesteps == 1200 and model.reward_model.hidden_dim == 16
+    # the plan made from the Zoo's budget asked the whole label budget, and the labels are in the saved model
+    assert model.feedback_plan.schedule == "auto" and model.feedback_plan.total_timesteps == 1200
+    assert model.pref_learner.counters()["total_feed"] == 20 == len(model.pref_learner.dataset)
+    enjoy = _zoo("sb3_pref.zoo.enjoy", *common, "-n", "250", "--no-render", "--exp-id", "1", "--seed", "0", cwd=tmp_path)
+    assert enjoy.returncode == 0, enjoy.stdout[-3000:] + enjoy.stderr[-3000:]
+    returns = [float(line.split()[-1]) for line in enjoy.stdout.splitlines() if line.startswith("Episode Reward")]
+    assert len(returns) == 1 and -2000 < returns[0] < 0, enjoy.stdout[-2000:]
+
+
+def test_shipped_sac_reward_hyperparameters_name_only_real_arguments():
+    from sb3_pref import SAC_REWARD
+    from sb3_pref.zoo import HYPERPARAMS_FILES
+
+    with open(HYPERPARAMS_FILES["sac_reward"]) as handle:
+        entries = yaml.safe_load(handle)
+    assert {"Pendulum-v1", "walker_walk"} <= set(entries)
+    algo_args = set(inspect.signature(SAC_REWARD).parameters)
+    model_args = set(inspect.signature(RewardModel).parameters)
+    for env_id, entry in entries.items():
+        assert not set(entry) - algo_args - ZOO_KEYS, env_id
+        assert set(entry["reward_model_kwargs"]) <= model_args, env_id
+
+
 def test_shipped_hyperparameters_name_only_real_arguments():
     with open(HYPERPARAMS_FILE) as handle:
         entries = yaml.safe_load(handle)
@@ -97,6 +136,8 @@ def test_registration_and_default_config():
     assert with_default_config(["--algo", "ppo_reward", "--env", "walker_walk"])[-2:] == ["--conf-file", HYPERPARAMS_FILE]
     assert with_default_config(["--algo", "ppo_reward", "-conf", "x.yml"]) == ["--algo", "ppo_reward", "-conf", "x.yml"]
     assert with_default_config(["--algo", "ppo"]) == ["--algo", "ppo"]
+    assert with_default_config(["--algo", "sac_reward"])[-1].endswith("sac_reward.yml")
+    assert "sac_reward" in rl_zoo3.ALGOS and "sac_reward" in hyperparams_opt.HYPERPARAMS_CONVERTER
     # The Optuna sampler's output builds a model: PPO's search space plus the preference schedule.
     optuna = pytest.importorskip("optuna")
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
@@ -106,6 +147,14 @@ def test_registration_and_default_config():
         assert set(params) <= set(inspect.signature(PPO_REWARD).parameters)
         # What a later run reads back from the trial's raw parameters gives the same arguments.
         assert convert_ppo_reward_params(dict(trial.params)).keys() == params.keys()
+    from sb3_pref import SAC_REWARD
+
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))  # SAC's space is not PPO's
+    for trial in (study.ask() for _ in range(5)):
+        params = hyperparams_opt.HYPERPARAMS_SAMPLER["sac_reward"](trial, 1, 1, {"using_her_replay_buffer": False})
+        assert params["feed_type"] in {"uniform", "disagreement", "entropy"}
+        assert set(params) <= set(inspect.signature(SAC_REWARD).parameters)
+        assert hyperparams_opt.HYPERPARAMS_CONVERTER["sac_reward"](dict(trial.params)).keys() == params.keys()
 
 
 # What rl_zoo3 writes once the trials of -optimize are done (ExperimentManager.hyperparameters_optimization),

@@ -1,4 +1,4 @@
-"""``python -m sb3_pref.zoo.train``: RL Zoo's ``train`` with ``ppo_reward`` registered (same flags)."""
+"""``python -m sb3_pref.zoo.train``: RL Zoo's ``train`` with ``ppo_reward`` and ``sac_reward`` registered (same flags)."""
 
 import sys
 
@@ -6,7 +6,7 @@ from sb3_pref.zoo import register, with_default_config
 
 
 def main() -> None:
-    """Register ``ppo_reward``, add the shipped hyperparameters when no ``-conf`` is given, run the Zoo."""
+    """Register our algorithms, add the shipped hyperparameters when no ``-conf`` is given, run the Zoo."""
     from rl_zoo3.train import train
 
     register()
