@@ -112,6 +112,22 @@ def evaluate(model: Any, env: Any, episodes: int) -> float:
 
 def run_one(task: str, arm: str, seed: int) -> str:
     """Train one arm on one task and seed; write its JSON. :return: the JSON's path"""
+    return train_one(task, TASKS[task], arm, ARMS[arm], seed, RESULTS / task / arm / f"seed{seed}.json")
+
+
+def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[str, Any]], seed: int, path: Path) -> str:
+    """
+    Train one arm on one task and seed; write its JSON (also the frozen protocol's runner, benchmarks/quality).
+
+    :param task: the env (``Pendulum-v1...`` for gymnasium's, a dm_control task otherwise)
+    :param spec: steps, labels, n_envs, ppo (or sac), handset
+    :param arm: the arm's name, recorded
+    :param extra: None for PPO (SAC) on the true reward; else ``{}`` (the defaults), PPO_REWARD options,
+        ``{"handset": True}`` or ``{"random_teacher": True}``
+    :param seed: the seed of the envs (evaluation: ``seed + 1000``), the algorithm and the teacher
+    :param path: the JSON to write
+    :return: the JSON's path
+    """
     import numpy as np
     import torch as th
     from stable_baselines3 import PPO, SAC
@@ -121,8 +137,6 @@ def run_one(task: str, arm: str, seed: int) -> str:
     from sb3_pref.common.teachers import ScriptedTeacher
 
     th.set_num_threads(1)
-    path = RESULTS / task / arm / f"seed{seed}.json"
-    spec, extra = TASKS[task], ARMS[arm]
     env = make_env(task, spec["n_envs"], seed)
     eval_env = make_env(task, 1, seed + 1000)
     sac = spec.get("sac", False)
