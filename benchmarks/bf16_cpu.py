@@ -19,6 +19,7 @@ import torch as th
 
 from sb3_pref.common.preferences import PreferenceDataset
 from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, RewardModel
+from sb3_pref.common.reward_trainer import RewardTrainer
 from sb3_pref.common.reward_training import cpu_bf16_flags, resolve_train_dtype
 from sb3_pref.common.segments import SegmentBatch
 from sb3_pref.common.teachers import ScriptedTeacher
@@ -82,7 +83,7 @@ def main() -> None:
             for dtype in order:
                 start = time.perf_counter()
                 # a target accuracy above 1 never stops early: every timing runs the same passes
-                stats = models[dtype].train(dataset, np.random.default_rng(repeat), max_epochs=args.epochs,
+                stats = RewardTrainer(models[dtype]).fit(dataset, np.random.default_rng(repeat), max_epochs=args.epochs,
                                             schedule="bpref", target_accuracy=2.0)
                 if repeat:
                     times[dtype].append((time.perf_counter() - start) / stats["steps"])

@@ -25,6 +25,7 @@ import numpy as np
 import torch as th
 
 from sb3_pref.common.reward_model import RewardModel
+from sb3_pref.common.reward_trainer import RewardTrainer
 from sb3_pref.experiments.config import load_config
 from sb3_pref.experiments.training import _build_bpref
 
@@ -124,7 +125,7 @@ def first_round(config: str, run_id: str, labels: int, model_seeds: int) -> None
                 encoder.observation_space, encoder.action_space, size_segment=learner.size_segment, seed=seed,
                 input_norm=input_norm, device="cpu",
             )  # fmt: skip
-            reward_model.train(dataset, np.random.default_rng(seed), max_epochs=50)
+            RewardTrainer(reward_model).fit(dataset, np.random.default_rng(seed), max_epochs=50)
             row = profile(reward_model.predict(features)[0], true, obs, actions)
             keys = ("corr_true", "pred~upright", "pred~angvel", "true~upright", "true~angvel")
             shown = {key: round(row[key], 2) for key in keys}

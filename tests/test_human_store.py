@@ -13,6 +13,7 @@ from human_helpers import pair_rows, pendulum_segments, request, server_base, sm
 from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_pref import PPO_REWARD, PreferenceDataset, RewardModel
+from sb3_pref.common.reward_trainer import RewardTrainer
 from sb3_pref.human import HumanTeacher, LabelStore, RenderStateWrapper
 from sb3_pref.human.store import AnswerConflictError, UnknownQueryError
 
@@ -74,7 +75,7 @@ def test_pairs_round_trip_and_export_to_npz_for_offline_learning(tmp_path, pairs
 
     # Offline reward learning from the exported file: the model learns that torque +2 (right) is preferred.
     model = RewardModel(3, 1, size_segment=6, mb_size=4, hidden_dim=16, n_layers=1, seed=0)
-    fit = model.train(dataset, np.random.default_rng(0), max_epochs=200, target_accuracy=0.99, schedule="bpref")
+    fit = RewardTrainer(model).fit(dataset, np.random.default_rng(0), max_epochs=200, target_accuracy=0.99, schedule="bpref")
     assert fit["accuracy"] > 0.99
     store.close()
 

@@ -9,6 +9,7 @@ import torch as th
 from sb3_pref.common.ensemble import INPUT_CLIP
 from sb3_pref.common.preferences import PreferenceDataset
 from sb3_pref.common.reward_model import RewardModel
+from sb3_pref.common.reward_trainer import RewardTrainer
 from sb3_pref.common.segments import SegmentBatch
 from sb3_pref.common.teachers import ScriptedTeacher
 
@@ -52,7 +53,7 @@ def test_standardised_inputs_learn_the_reward_that_a_large_irrelevant_feature_hi
         dataset = labelled(rng, 100)
         for input_norm in (False, True):
             model = RewardModel(4, 2, size_segment=HORIZON, seed=seed, input_norm=input_norm, device="cpu")
-            model.train(dataset, np.random.default_rng(seed), max_epochs=50)
+            RewardTrainer(model).fit(dataset, np.random.default_rng(seed), max_epochs=50)
             accuracy[input_norm].append(model.preference_accuracy(test_0.features, test_1.features, test_labels))
     assert min(accuracy[True]) > 0.9, accuracy
     assert np.mean(accuracy[True]) - np.mean(accuracy[False]) > 0.15, accuracy
@@ -63,7 +64,7 @@ def test_the_statistics_come_from_the_first_round_and_stay():
     first = labelled(rng, 40, offset=5.0)
     model = RewardModel(4, 2, size_segment=HORIZON, seed=0, input_norm=True, device="cpu")
     assert not model.ensemble.inputs_fitted
-    model.train(first, np.random.default_rng(0), max_epochs=2)
+    RewardTrainer(model).fit(first, np.random.default_rng(0), max_epochs=2)
 
     rows = np.concatenate([first.features_0, first.features_1]).reshape(-1, 6)
     np.testing.assert_allclose(model.ensemble.input_mean.numpy(), rows.mean(0), rtol=1e-5, atol=1e-5)
@@ -73,7 +74,7 @@ def test_the_statistics_come_from_the_first_round_and_stay():
     # A later round on differently distributed data trains the weights but leaves the statistics.
     mean, std = model.ensemble.input_mean.clone(), model.ensemble.input_std.clone()
     later = labelled(rng, 40, distractor_scale=30.0, offset=-20.0)
-    model.train(later, np.random.default_rng(1), max_epochs=2)
+    RewardTrainer(model).fit(later, np.random.default_rng(1), max_epochs=2)
     assert th.equal(model.ensemble.input_mean, mean) and th.equal(model.ensemble.input_std, std)
 
     # Prediction is the members' layers on the clipped standardised input.
@@ -86,7 +87,7 @@ def test_the_statistics_come_from_the_first_round_and_stay():
 
 def test_without_input_norm_the_inputs_pass_unchanged():
     model = RewardModel(4, 2, size_segment=HORIZON, seed=0, device="cpu")
-    model.train(labelled(np.random.default_rng(2), 40, offset=5.0), np.random.default_rng(0), max_epochs=2)
+    RewardTrainer(model).fit(labelled(np.random.default_rng(2), 40, offset=5.0), np.random.default_rng(0), max_epochs=2)
     assert not model.ensemble.inputs_fitted
     x = np.random.default_rng(3).normal(size=(7, 6)).astype(np.float32) * 50
     with th.no_grad():
@@ -97,7 +98,7 @@ def test_without_input_norm_the_inputs_pass_unchanged():
 def test_a_model_saved_before_input_norm_keeps_its_function(tmp_path):
     rng = np.random.default_rng(4)
     old = RewardModel(4, 2, size_segment=HORIZON, seed=0, device="cpu")
-    old.train(labelled(rng, 40, offset=5.0), np.random.default_rng(0), max_epochs=2)
+    RewardTrainer(old).fit(labelled(rng, 40, offset=5.0), np.random.default_rng(0), max_epochs=2)
     state = {k: v for k, v in old.ensemble.state_dict().items() if not k.startswith("input_")}
     assert sorted(state) == sorted(k for k, _ in old.ensemble.named_parameters())  # what an older release wrote
 
@@ -106,12 +107,12 @@ def test_a_model_saved_before_input_norm_keeps_its_function(tmp_path):
     assert new.ensemble.inputs_fitted and math.isinf(float(new.ensemble.input_clip))
     x = rng.normal(size=(5, 6)).astype(np.float32) * 20
     np.testing.assert_array_equal(new.predict(x)[0], old.predict(x)[0])
-    new.train(labelled(rng, 40, offset=-9.0), np.random.default_rng(0), max_epochs=1)
+    RewardTrainer(new).fit(labelled(rng, 40, offset=-9.0), np.random.default_rng(0), max_epochs=1)
     assert float(new.ensemble.input_mean.abs().max()) == 0.0  # never fitted to the new data
 
     # The statistics of a fitted model travel with RewardModel.save / load.
     fitted = RewardModel(4, 2, size_segment=HORIZON, seed=0, input_norm=True, device="cpu")
-    fitted.train(labelled(rng, 40, offset=5.0), np.random.default_rng(0), max_epochs=2)
+    RewardTrainer(fitted).fit(labelled(rng, 40, offset=5.0), np.random.default_rng(0), max_epochs=2)
     fitted.save(tmp_path / "rm.pt")
     loaded = RewardModel.load(tmp_path / "rm.pt", device="cpu")
     assert loaded.input_norm and loaded.get_config() == fitted.get_config()

@@ -5,6 +5,7 @@ from gymnasium import spaces
 
 from sb3_pref.common.preferences import PreferenceDataset
 from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, EnsembleLinear, RewardModel
+from sb3_pref.common.reward_trainer import RewardTrainer
 from sb3_pref.common.segments import SegmentBatch
 from sb3_pref.common.teachers import ScriptedTeacher
 
@@ -72,7 +73,7 @@ def test_recovers_a_known_reward_on_held_out_pairs(data, train_dtype):
     untrained = model.preference_accuracy(*data["test"])
     assert abs(untrained - 0.5) < 0.15
 
-    stats = model.train(data["dataset"], np.random.default_rng(1), max_epochs=60, target_accuracy=0.97)
+    stats = RewardTrainer(model).fit(data["dataset"], np.random.default_rng(1), max_epochs=60, target_accuracy=0.97)
     held_out = model.preference_accuracy(*data["test"])
     assert stats["accuracy"] > 0.97 and stats["epochs"] < 60
     assert held_out >= 0.95, f"held-out preference accuracy {held_out:.4f}"
@@ -102,8 +103,8 @@ def test_offline_training_from_saved_npz_matches_in_memory(data, tmp_path):
     loaded = PreferenceDataset.load(path)
     in_memory = RewardModel(OBS_DIM, ACT_DIM, seed=3, **SMALL)
     offline = RewardModel(OBS_DIM, ACT_DIM, seed=3, **SMALL)
-    stats_a = in_memory.train(data["dataset"], np.random.default_rng(9), max_epochs=60)
-    stats_b = offline.train(loaded, np.random.default_rng(9), max_epochs=60)
+    stats_a = RewardTrainer(in_memory).fit(data["dataset"], np.random.default_rng(9), max_epochs=60)
+    stats_b = RewardTrainer(offline).fit(loaded, np.random.default_rng(9), max_epochs=60)
     assert stats_a == stats_b
     assert_same_weights(in_memory, offline)
     accuracy = offline.preference_accuracy(*data["test"])
@@ -139,7 +140,7 @@ def test_pair_loss_equals_hand_computed_cross_entropy(margin):
     cross_entropy = -((1 - target_1) * (r_0 - log_z) + target_1 * (r_1 - log_z))
     expected = cross_entropy.mean(axis=1).sum()  # mean over pairs, summed over members
 
-    loss, correct, counted = model._pair_loss(
+    loss, correct, counted = RewardTrainer(model).pair_loss(
         th.tensor(seg_0, dtype=th.float32), th.tensor(seg_1, dtype=th.float32), th.tensor(labels, dtype=th.float32)
     )
     assert loss.item() == pytest.approx(expected, rel=1e-5)
@@ -155,7 +156,7 @@ def test_pair_loss_equals_hand_computed_cross_entropy(margin):
 def test_pair_loss_of_equal_label_is_log_two_for_equal_returns():
     model = RewardModel(2, 1, ensemble_size=3, hidden_dim=8, label_margin=0.2, seed=1)
     seg = th.randn(3, 5, 4, 3, generator=th.Generator().manual_seed(0))
-    loss, correct, counted = model._pair_loss(seg, seg.clone(), th.full((3, 5), 0.5))
+    loss, correct, counted = RewardTrainer(model).pair_loss(seg, seg.clone(), th.full((3, 5), 0.5))
     assert loss.item() == pytest.approx(3 * np.log(2), rel=1e-6)
     # equal returns tie, and B-Pref's argmax breaks ties towards the first segment: all 15 count as right
     assert int(correct) == int(counted) == 15
@@ -167,7 +168,8 @@ def test_bfloat16_training_changes_the_forward_pass_at_bf16_resolution_only():
     labels = (th.rand(3, 16, generator=generator) > 0.5).float()
     fp32 = RewardModel(OBS_DIM, ACT_DIM, hidden_dim=64, seed=0, train_dtype="float32")
     bf16 = RewardModel(OBS_DIM, ACT_DIM, hidden_dim=64, seed=0, train_dtype="bfloat16")
-    loss_32, loss_16 = fp32._pair_loss(seg_0, seg_1, labels)[0], bf16._pair_loss(seg_0, seg_1, labels)[0]
+    loss_32 = RewardTrainer(fp32).pair_loss(seg_0, seg_1, labels)[0]
+    loss_16 = RewardTrainer(bf16).pair_loss(seg_0, seg_1, labels)[0]
     # bf16 keeps 8 bits of mantissa: the loss moves, but by far less than a percent; predictions stay exact
     assert loss_16.dtype == th.float32
     assert 1e-6 < abs(loss_16.item() - loss_32.item()) / loss_32.item() < 1e-2
@@ -190,14 +192,15 @@ def oracle_dataset(n_pairs: int, horizon: int, seed: int = 0, index_column: bool
 def test_each_member_sees_its_own_permutation(monkeypatch):
     model = RewardModel(OBS_DIM, ACT_DIM, size_segment=3, hidden_dim=8, train_batch_size=4, seed=0)
     seen = []
-    original = model._pair_loss
+    trainer = RewardTrainer(model)
+    original = trainer.pair_loss
 
     def spy(seg_0, seg_1, labels):
         seen.append(seg_0[:, :, 0, 0].round().long().numpy())  # (E, batch) pair indices
         return original(seg_0, seg_1, labels)
 
-    monkeypatch.setattr(model, "_pair_loss", spy)
-    model.train_epoch(oracle_dataset(10, 3, index_column=True), np.random.default_rng(5))
+    monkeypatch.setattr(trainer, "pair_loss", spy)
+    trainer.fit_epoch(oracle_dataset(10, 3, index_column=True), np.random.default_rng(5))
     assert [batch.shape for batch in seen] == [(3, 4), (3, 4), (3, 2)]
     order = np.concatenate(seen, axis=1)
     for member_order in order:
@@ -212,7 +215,7 @@ def test_members_cloned_from_one_init_diverge_only_through_their_minibatches(bat
     with th.no_grad():
         for parameter in model.ensemble.parameters():
             parameter.copy_(parameter[:1].expand_as(parameter))
-    model.train_epoch(oracle_dataset(64, HORIZON), np.random.default_rng(0))
+    RewardTrainer(model).fit_epoch(oracle_dataset(64, HORIZON), np.random.default_rng(0))
     probe = np.random.default_rng(1).normal(size=(100, OBS_DIM + ACT_DIM)).astype(np.float32)
     rewards = model.member_rewards(probe).numpy()
     spread = np.abs(rewards - rewards[0]).max()
@@ -226,23 +229,27 @@ def test_members_cloned_from_one_init_diverge_only_through_their_minibatches(bat
 def record_epochs(monkeypatch, model: RewardModel, fail_at: int = 0) -> list:
     """Spy on the per-epoch pass: records (lr, accuracy) per epoch; raises on epoch ``fail_at`` if given."""
     records = []
-    original = model._train_epoch
+    original = RewardTrainer.train_epoch
 
-    def spy(tensors, rng, **kwargs):
+    def spy(trainer, tensors, rng, **kwargs):
+        if trainer.model is not model:
+            return original(trainer, tensors, rng, **kwargs)
         if len(records) + 1 == fail_at:
             raise RuntimeError("interrupted")
-        stats = original(tensors, rng, **kwargs)
+        stats = original(trainer, tensors, rng, **kwargs)
         records.append((model.optimizer.param_groups[0]["lr"], stats["accuracy"]))
         return stats
 
-    monkeypatch.setattr(model, "_train_epoch", spy)
+    # every trainer of this model (a trainer is made per call below)
+    monkeypatch.setattr(RewardTrainer, "train_epoch", spy)
     return records
 
 
 def test_train_stops_at_the_first_epoch_above_target(data, monkeypatch):
     model = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
     records = record_epochs(monkeypatch, model)
-    stats = model.train(data["dataset"], np.random.default_rng(1), max_epochs=40, target_accuracy=0.9, schedule="bpref")
+    trainer = RewardTrainer(model)
+    stats = trainer.fit(data["dataset"], np.random.default_rng(1), max_epochs=40, target_accuracy=0.9, schedule="bpref")
     accuracies = [accuracy for _, accuracy in records]
     assert 1 < stats["epochs"] == len(records) < 40
     assert accuracies[-1] == stats["accuracy"] > 0.9
@@ -250,13 +257,13 @@ def test_train_stops_at_the_first_epoch_above_target(data, monkeypatch):
 
     # "exceeds" is strict: 8 easy pairs are all ranked right within a few epochs, yet a target of 1.0 is never passed
     records.clear()
-    stats = model.train(oracle_dataset(8, 3), np.random.default_rng(1), max_epochs=30, target_accuracy=1.0, schedule="bpref")
+    stats = trainer.fit(oracle_dataset(8, 3), np.random.default_rng(1), max_epochs=30, target_accuracy=1.0, schedule="bpref")
     assert stats["epochs"] == len(records) == 30
     assert [accuracy for _, accuracy in records].count(1.0) > 20
     with pytest.raises(ValueError, match="max_epochs"):
-        model.train(data["dataset"], np.random.default_rng(1), max_epochs=0)
+        RewardTrainer(model).fit(data["dataset"], np.random.default_rng(1), max_epochs=0)
     with pytest.raises(ValueError, match="empty"):
-        model.train(PreferenceDataset(), np.random.default_rng(1))
+        RewardTrainer(model).fit(PreferenceDataset(), np.random.default_rng(1))
 
 
 def record_step_lrs(monkeypatch, model: RewardModel) -> list:
@@ -279,7 +286,7 @@ def test_anneal_lr_decays_per_step_to_zero_over_the_round_then_restores(data, mo
     model = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
     lrs = record_step_lrs(monkeypatch, model)
     # a target the first pass already passes: annealing runs the whole round regardless
-    stats = model.train(
+    stats = RewardTrainer(model).fit(
         data["dataset"], np.random.default_rng(1), max_epochs=4, target_accuracy=0.0, anneal_lr=True, schedule=schedule
     )
     assert stats["steps"] == len(lrs) == 32 and stats["epochs"] == 4
@@ -289,23 +296,23 @@ def test_anneal_lr_decays_per_step_to_zero_over_the_round_then_restores(data, mo
 
     # the next round starts from the full rate again; without annealing it stays there
     lrs.clear()
-    model.train(data["dataset"], np.random.default_rng(1), max_epochs=1, anneal_lr=True, schedule=schedule)
+    RewardTrainer(model).fit(data["dataset"], np.random.default_rng(1), max_epochs=1, anneal_lr=True, schedule=schedule)
     np.testing.assert_allclose(lrs, model.lr * (1.0 - np.arange(8) / 8))
     lrs.clear()
-    model.train(data["dataset"], np.random.default_rng(1), max_epochs=2, target_accuracy=1.0, schedule=schedule)
+    RewardTrainer(model).fit(data["dataset"], np.random.default_rng(1), max_epochs=2, target_accuracy=1.0, schedule=schedule)
     assert lrs == [model.lr] * 16
 
     # the rlhf preset: one pass, annealed to zero within it, over a pass that is not a whole number of minibatches
     lrs.clear()
     small = oracle_dataset(300, HORIZON)
-    model.train(small, np.random.default_rng(1), max_epochs=1, anneal_lr=True, schedule="bpref")
+    RewardTrainer(model).fit(small, np.random.default_rng(1), max_epochs=1, anneal_lr=True, schedule="bpref")
     np.testing.assert_allclose(lrs, model.lr * np.array([1.0, 2 / 3, 1 / 3]))
 
     # restored even when a round is interrupted
     interrupted = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
     record_epochs(monkeypatch, interrupted, fail_at=3)
     with pytest.raises(RuntimeError, match="interrupted"):
-        interrupted.train(data["dataset"], np.random.default_rng(1), max_epochs=4, anneal_lr=True)
+        RewardTrainer(interrupted).fit(data["dataset"], np.random.default_rng(1), max_epochs=4, anneal_lr=True)
     assert interrupted.optimizer.param_groups[0]["lr"] == interrupted.lr
 
 
@@ -428,7 +435,8 @@ def test_same_seed_same_weights_without_touching_global_rng():
     assert model_a.teacher.seed == 11
 
     initial = weights_of(model_a)
-    model_a.train(oracle_dataset(8, 3), np.random.default_rng(0), max_epochs=2, target_accuracy=1.0, schedule="bpref")
+    trainer_a = RewardTrainer(model_a)
+    trainer_a.fit(oracle_dataset(8, 3), np.random.default_rng(0), max_epochs=2, target_accuracy=1.0, schedule="bpref")
     assert model_a.n_updates == 2
     state = th.get_rng_state()
     model_a.reset_parameters(11)
@@ -463,7 +471,7 @@ def test_save_load_round_trip(tmp_path):
     )
     dataset = PreferenceDataset()
     dataset.add(seg_0, seg_1, (seg_1.rewards.sum(1) > seg_0.rewards.sum(1)).astype(float))
-    model.train(dataset, np.random.default_rng(1), max_epochs=3, target_accuracy=1.0)
+    RewardTrainer(model).fit(dataset, np.random.default_rng(1), max_epochs=3, target_accuracy=1.0)
 
     path = tmp_path / "reward_model.pt"
     model.save(path)
@@ -478,8 +486,8 @@ def test_save_load_round_trip(tmp_path):
         model.predict_obs_action(obs, np.array([0, 1, 0, 1, 1, 0])),
     )
     # Adam's moments came along: both continue identically
-    model.train(dataset, np.random.default_rng(2), max_epochs=2, target_accuracy=1.0)
-    loaded.train(dataset, np.random.default_rng(2), max_epochs=2, target_accuracy=1.0)
+    RewardTrainer(model).fit(dataset, np.random.default_rng(2), max_epochs=2, target_accuracy=1.0)
+    RewardTrainer(loaded).fit(dataset, np.random.default_rng(2), max_epochs=2, target_accuracy=1.0)
     assert_same_weights(model, loaded)
     teacher = ScriptedTeacher.preset("noisy")
     assert RewardModel.load(path, teacher=teacher).teacher is teacher
@@ -492,11 +500,11 @@ def test_bpref_schedule_is_b_prefs_loop_bit_for_bit(data):
     rng = np.random.default_rng(3)
     epoch, expected = 0, {"accuracy": 0.0}
     while epoch < 40 and expected["accuracy"] <= 0.97:
-        expected = reference.train_epoch(data["dataset"], rng)
+        expected = RewardTrainer(reference).fit_epoch(data["dataset"], rng)
         epoch += 1
     model = RewardModel(OBS_DIM, ACT_DIM, seed=5, **SMALL)
     model_rng = np.random.default_rng(3)
-    stats = model.train(data["dataset"], model_rng, max_epochs=40, target_accuracy=0.97, schedule="bpref")
+    stats = RewardTrainer(model).fit(data["dataset"], model_rng, max_epochs=40, target_accuracy=0.97, schedule="bpref")
     assert 1 < epoch < 40  # the stop fired, so both the stop and the passes before it are compared
     assert stats == {**expected, "epochs": float(epoch), "steps": float(8 * epoch)}
     assert model.n_updates == reference.n_updates == 8 * epoch
@@ -525,42 +533,42 @@ def test_auto_schedule_stops_on_held_out_loss_as_good_as_bpref(data, monkeypatch
     test = data["test"]
     auto = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
     records = record_epochs(monkeypatch, auto)
-    stats = auto.train(data["dataset"], np.random.default_rng(0), max_epochs=100, n_new=1000)
+    stats = RewardTrainer(auto).fit(data["dataset"], np.random.default_rng(0), max_epochs=100, n_new=1000)
     # a cold start learns until the held-out loss stalls, well before the cap
     assert 10 < stats["epochs"] == len(records) < 100
     assert stats["steps"] == 8 * stats["epochs"] == auto.n_updates  # 900 training pairs per member: 8 steps a pass
     assert stats["held_out_accuracy"] > 0.9
     bpref = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
-    bpref.train(data["dataset"], np.random.default_rng(0), max_epochs=100, schedule="bpref")
+    RewardTrainer(bpref).fit(data["dataset"], np.random.default_rng(0), max_epochs=100, schedule="bpref")
     auto_accuracy, bpref_accuracy = auto.preference_accuracy(*test), bpref.preference_accuracy(*test)
     assert bpref_accuracy > 0.9 and auto_accuracy > bpref_accuracy - 0.02
 
     # warm-started with nothing new to learn: stops after the patience (3 passes here), not the cap
-    warm = auto.train(data["dataset"], np.random.default_rng(1), max_epochs=100, n_new=0)
+    warm = RewardTrainer(auto).fit(data["dataset"], np.random.default_rng(1), max_epochs=100, n_new=0)
     assert warm["epochs"] <= 10
     # the new-label floor: 50 passes' worth of steps over 100 new labels = ceil(5000 / 128) = 40 steps at least
-    floor = auto.train(data["dataset"], np.random.default_rng(2), n_new=100, passes_per_new_label=50)
+    floor = RewardTrainer(auto).fit(data["dataset"], np.random.default_rng(2), n_new=100, passes_per_new_label=50)
     assert floor["steps"] >= 40
     with pytest.raises(ValueError, match="schedule='fast'"):
-        auto.train(data["dataset"], np.random.default_rng(0), schedule="fast")
+        RewardTrainer(auto).fit(data["dataset"], np.random.default_rng(0), schedule="fast")
     with pytest.raises(ValueError, match="passes_per_new_label"):
-        auto.train(data["dataset"], np.random.default_rng(0), passes_per_new_label=0)
+        RewardTrainer(auto).fit(data["dataset"], np.random.default_rng(0), passes_per_new_label=0)
 
 
 def test_auto_schedule_keeps_each_members_best_held_out_weights(data):
     # a learning rate that wrecks the model at every step: no pass beats the warm start on held-out labels,
     # so every member goes back to exactly the weights it started the round with
     trained = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
-    trained.train(data["dataset"], np.random.default_rng(0), max_epochs=20, schedule="bpref")
+    RewardTrainer(trained).fit(data["dataset"], np.random.default_rng(0), max_epochs=20, schedule="bpref")
     wrecked = RewardModel(OBS_DIM, ACT_DIM, seed=0, **{**SMALL, "lr": 10.0})
     wrecked.ensemble.load_state_dict(trained.ensemble.state_dict())
-    stats = wrecked.train(data["dataset"], np.random.default_rng(0), max_epochs=50, n_new=0)
+    stats = RewardTrainer(wrecked).fit(data["dataset"], np.random.default_rng(0), max_epochs=50, n_new=0)
     assert stats["epochs"] == 3 and wrecked.n_updates == 24  # the patience: 3 passes without improvement
     assert_same_weights(wrecked, trained)
     # tiny datasets (fewer than 3 pairs per fold) have nothing to hold out: B-Pref's round
     tiny = oracle_dataset(20, HORIZON)
     model = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
-    assert model.train(tiny, np.random.default_rng(0), max_epochs=7, target_accuracy=1.0)["epochs"] == 7
+    assert RewardTrainer(model).fit(tiny, np.random.default_rng(0), max_epochs=7, target_accuracy=1.0)["epochs"] == 7
 
 
 def test_all_equal_round_stops_after_one_pass_as_in_b_pref(monkeypatch):
@@ -572,7 +580,7 @@ def test_all_equal_round_stops_after_one_pass_as_in_b_pref(monkeypatch):
     dataset.add(seg, seg, np.full(40, 0.5))
     # float32 pinned: the accuracy below must match member_returns' float32 pass exactly
     model = RewardModel(OBS_DIM, ACT_DIM, seed=0, train_dtype="float32", **SMALL)
-    stats = model.train(dataset, np.random.default_rng(0), max_epochs=50, schedule="bpref")
+    stats = RewardTrainer(model).fit(dataset, np.random.default_rng(0), max_epochs=50, schedule="bpref")
     assert stats["epochs"] == 1 and stats["accuracy"] == 1.0
 
     # equal pairs of different segments count as right exactly where the first return is not lower
@@ -583,7 +591,8 @@ def test_all_equal_round_stops_after_one_pass_as_in_b_pref(monkeypatch):
     assert 0.0 < first_not_lower < 1.0
     frozen_lr = RewardModel(OBS_DIM, ACT_DIM, seed=0, train_dtype="float32", **{**SMALL, "lr": 1e-12})
     frozen_lr.ensemble.load_state_dict(model.ensemble.state_dict())
-    assert frozen_lr.train_epoch(mixed, np.random.default_rng(0))["accuracy"] == pytest.approx(first_not_lower, abs=1e-6)
+    frozen = RewardTrainer(frozen_lr)
+    assert frozen.fit_epoch(mixed, np.random.default_rng(0))["accuracy"] == pytest.approx(first_not_lower, abs=1e-6)
 
 
 def test_train_dtype_auto_follows_the_hardware(monkeypatch):
@@ -617,13 +626,13 @@ def test_learner_trains_on_each_rounds_new_labels_and_checks_the_schedule():
     dones[99::100] = True
     learner.add_transitions(features[..., :OBS_DIM], features[..., OBS_DIM:], np.tanh(features @ TRUE_WEIGHTS), dones)
     given_new = []
-    original = model.train
+    original = learner.trainer.fit
 
     def spy(*args, **kwargs):
         given_new.append(kwargs["n_new"])
         return original(*args, **kwargs)
 
-    model.train = spy
+    learner.trainer.fit = spy
     steps, held_out = [], []
     for _ in range(3):
         stats = learner.query_round()

@@ -14,6 +14,7 @@ from sb3_pref.common.feedback_plan import BPREF_SCHEDULE, FeedbackPlan
 from sb3_pref.common.preferences import PreferenceDataset
 from sb3_pref.common.query import QUERY_METHODS, candidate_count, resolve_query_method, select_queries
 from sb3_pref.common.reward_model import RewardModel
+from sb3_pref.common.reward_trainer import RewardTrainer
 from sb3_pref.common.reward_training import check_schedule
 from sb3_pref.common.segments import SegmentBatch, SegmentStore
 from sb3_pref.common.teachers import LEARNER_STREAM, BaseTeacher, ScriptedTeacher, stream_generator
@@ -122,6 +123,9 @@ class PreferenceLearner:
         if max_ep_len is not None and max_ep_len < 1:
             raise ValueError(f"max_ep_len must be a positive number of steps, got {max_ep_len}")
         self.reward_model = reward_model
+        # How the reward model learns: RewardTrainer's seams (label filter, loss terms) are where methods that
+        # change training plug in; assign a configured trainer of the same model to use them.
+        self._trainer: Optional[RewardTrainer] = None
         self.teacher = teacher if teacher is not None else reward_model.teacher
         self.max_feed = int(max_feed)
         self.re_update = int(re_update)
@@ -245,7 +249,7 @@ class PreferenceLearner:
         if len(self.dataset) > 0:
             if self.normalize_before:
                 self._fit_normalisation()
-            fit = self.reward_model.train(
+            fit = self.trainer.fit(
                 self.dataset,
                 self.rng,
                 max_epochs=self.re_update,
@@ -266,6 +270,21 @@ class PreferenceLearner:
             self._fit_normalisation()
         stats["true_pref_accuracy"] = self.oracle_agreement()
         return stats
+
+    @property
+    def trainer(self) -> RewardTrainer:
+        """Fits :attr:`reward_model` after each query round (built for the current model on first use)."""
+        if self._trainer is None or self._trainer.model is not self.reward_model:
+            self._trainer = RewardTrainer(self.reward_model)
+        return self._trainer
+
+    @trainer.setter
+    def trainer(self, trainer: RewardTrainer) -> None:
+        if not isinstance(trainer, RewardTrainer) or trainer.model is not self.reward_model:
+            raise ValueError(
+                "trainer must be a RewardTrainer of this learner's reward_model: RewardTrainer(learner.reward_model, ...)"
+            )
+        self._trainer = trainer
 
     def round_size(self) -> int:
         """

@@ -1,17 +1,17 @@
 """
 The learned reward: a Bradley-Terry ensemble of MLPs over ``concat(obs, action)``.
 
-The network's layers are in :mod:`sb3_pref.common.ensemble`, the model's file format in
-:mod:`sb3_pref.common.reward_model_io`, the training schedules in :mod:`sb3_pref.common.reward_training`.
+The model is only the ensemble: it predicts, saves and loads. Fitting it to labelled pairs is
+:class:`~sb3_pref.common.reward_trainer.RewardTrainer`'s job (the loss, the passes, the round schedules of
+:mod:`sb3_pref.common.reward_training`). The network's layers are in :mod:`sb3_pref.common.ensemble`, the model's
+file format in :mod:`sb3_pref.common.reward_model_io`.
 """
 
-import math
 import os
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import Any, Optional, Union
 
 import numpy as np
 import torch as th
-from torch.nn import functional as F
 
 from sb3_pref.common.checks import check_int, check_positive_float
 
@@ -20,21 +20,8 @@ from sb3_pref.common.checks import check_int, check_positive_float
 from sb3_pref.common.ensemble import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, OUTPUT_ACTIVATIONS, EnsembleLinear, build_ensemble
 from sb3_pref.common.preprocessing import FeatureEncoder, SpaceOrDim
 from sb3_pref.common.reward_model_io import load_reward_model, reward_model_config, reward_model_from_config, save_reward_model
-from sb3_pref.common.reward_training import (
-    MIN_FOLD,
-    N_FOLDS,
-    PASSES_PER_NEW_LABEL,
-    check_schedule,
-    resolve_device,
-    resolve_train_dtype,
-    round_steps,
-    train_round,
-    train_round_held_out,
-)
+from sb3_pref.common.reward_training import resolve_device, resolve_train_dtype
 from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
-
-if TYPE_CHECKING:
-    from sb3_pref.common.preferences import PreferenceDataset
 
 
 class RewardModel:
@@ -236,149 +223,6 @@ class RewardModel:
     def member_returns(self, segments: Union[np.ndarray, th.Tensor]) -> np.ndarray:
         """:param segments: ``(N, H, input_dim)``; :return: each member's segment returns ``(E, N)``"""
         return self.member_rewards(segments).sum(-1).cpu().numpy()
-
-    # ------------------------------------------------------------------- training
-    def _member_losses(self, seg_0: th.Tensor, seg_1: th.Tensor, labels: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-        """
-        Bradley-Terry cross-entropy of ``(E, B, H, D)`` pairs against soft labels ``(E, B)``.
-
-        :return: each member's mean loss ``(E,)`` and whether each pair is right ``(E, B)``
-        """
-        n_members, batch = labels.shape
-        both = th.cat([seg_0, seg_1], dim=1).reshape(n_members, -1, self.input_dim)
-        with th.autocast(self.device.type, dtype=th.bfloat16, enabled=self.train_dtype == "bfloat16"):
-            step_rewards = self.ensemble(both)
-        # Returns and the loss in float32 whatever the forward pass used: a bf16 sum over H steps loses digits.
-        returns = step_rewards.float().reshape(n_members, 2, batch, -1).sum(-1)  # (E, 2, B)
-        logits = returns.permute(0, 2, 1)  # (E, B, 2)
-        target_1 = labels * (1 - 2 * self.label_margin) + self.label_margin
-        targets = th.stack([1 - target_1, target_1], dim=-1)
-        losses = -(targets * F.log_softmax(logits, dim=-1)).sum(-1).mean(-1)
-        # Accuracy as B-Pref counts it: argmax of the two returns (a tie picks the first segment) against
-        # the label, with "equal" labels counted as preferring the first segment; every pair counts.
-        correct = (logits[..., 1] > logits[..., 0]) == (labels > 0.5)
-        return losses, correct
-
-    def _pair_loss(self, seg_0: th.Tensor, seg_1: th.Tensor, labels: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
-        """:return: the members' losses summed (each member gets the full gradient scale), pairs right, pairs counted"""
-        losses, correct = self._member_losses(seg_0, seg_1, labels)
-        return losses.sum(), correct.sum(), th.tensor(labels.numel())
-
-    def held_out_losses(self, tensors: tuple[th.Tensor, th.Tensor, th.Tensor], index: th.Tensor) -> tuple[th.Tensor, float]:
-        """
-        :param tensors: the dataset's ``(features_0, features_1, labels)`` tensors
-        :param index: ``(E, V)`` the pairs each member is scored on
-        :return: each member's Bradley-Terry loss on its pairs ``(E,)``, and their mean accuracy (no gradient)
-        """
-        seg_0, seg_1, labels = tensors
-        with th.no_grad():
-            losses, correct = self._member_losses(seg_0[index], seg_1[index], labels[index])
-        return losses, float(correct.float().mean())
-
-    def train_epoch(self, dataset: "PreferenceDataset", rng: np.random.Generator) -> dict[str, float]:
-        """
-        One pass over the labelled pairs in minibatches of ``train_batch_size``; every member sees its
-        own random permutation (B-Pref's ensemble diversity).
-
-        :return: ``{"loss", "accuracy"}``: mean minibatch loss, and training accuracy counted as B-Pref
-            does (every pair; an "equal" label counts as right when the first segment's return is not lower)
-        """
-        return self._train_epoch(self._dataset_tensors(dataset), rng)
-
-    def _dataset_tensors(self, dataset: "PreferenceDataset") -> tuple[th.Tensor, th.Tensor, th.Tensor]:
-        if len(dataset) == 0:
-            raise ValueError("dataset is empty: label some pairs before training the reward model")
-        # One copy per call (the dataset's arrays are read-only views), reused by every epoch.
-        return (
-            th.tensor(dataset.features_0, device=self.device),
-            th.tensor(dataset.features_1, device=self.device),
-            th.tensor(dataset.labels, dtype=th.float32, device=self.device),
-        )
-
-    def _train_epoch(
-        self,
-        tensors: tuple[th.Tensor, th.Tensor, th.Tensor],
-        rng: np.random.Generator,
-        max_steps: Optional[int] = None,
-        lr_for_step: Optional[Callable[[int], float]] = None,
-        member_pairs: Optional[th.Tensor] = None,
-    ) -> dict[str, float]:
-        """
-        :param max_steps: stop the pass after this many minibatches (None: the whole pass)
-        :param lr_for_step: learning rate of the pass's ``i``-th minibatch (None leaves it as it is)
-        :param member_pairs: ``(E, L)`` the pairs each member trains on (None: every pair)
-        """
-        seg_0_all, seg_1_all, labels_all = tensors
-        if member_pairs is None:
-            n_pairs = len(labels_all)
-            order = th.as_tensor(np.stack([rng.permutation(n_pairs) for _ in range(self.ensemble_size)]), device=self.device)
-        else:
-            # each member its own permutation of its own pairs
-            n_pairs = member_pairs.shape[1]
-            perms = th.as_tensor(np.stack([rng.permutation(n_pairs) for _ in range(self.ensemble_size)]), device=self.device)
-            order = th.gather(member_pairs, 1, perms)
-        starts = range(0, n_pairs, self.train_batch_size)[:max_steps]
-        total_loss, n_correct, n_counted, n_batches = 0.0, 0, 0, 0
-        for step, start in enumerate(starts):
-            if lr_for_step is not None:
-                for group in self.optimizer.param_groups:
-                    group["lr"] = lr_for_step(step)
-            index = order[:, start : start + self.train_batch_size]
-            loss, correct, counted = self._pair_loss(seg_0_all[index], seg_1_all[index], labels_all[index])
-            self.optimizer.zero_grad()
-            loss.backward()
-            self.optimizer.step()
-            total_loss += loss.item()
-            n_correct += int(correct)
-            n_counted += int(counted)
-            n_batches += 1
-        self.n_updates += n_batches
-        return {"loss": total_loss / n_batches, "accuracy": n_correct / max(n_counted, 1)}
-
-    def train(
-        self,
-        dataset: "PreferenceDataset",
-        rng: np.random.Generator,
-        max_epochs: int = 100,
-        target_accuracy: float = 0.97,
-        anneal_lr: bool = False,
-        schedule: str = "auto",
-        n_new: Optional[int] = None,
-        passes_per_new_label: float = PASSES_PER_NEW_LABEL,
-    ) -> dict[str, float]:
-        """
-        One round of training on all labelled pairs, warm-started from the current weights
-        (see :mod:`sb3_pref.common.reward_training` for the schedules).
-
-        :param dataset: labelled pairs
-        :param rng: generator of the minibatch permutations
-        :param max_epochs: the most passes over the data (B-Pref's ``re_update``)
-        :param target_accuracy: stop after the first pass whose training accuracy exceeds it
-        :param anneal_lr: decay the learning rate linearly to 0 over this round's gradient steps (and run them all)
-        :param schedule: ``"auto"`` (early stop on held-out labels) or ``"bpref"`` (up to ``max_epochs``
-            passes over all labels, until the training accuracy exceeds ``target_accuracy``)
-        :param n_new: labels added since the last round (``"auto"`` only); None: all of them
-        :param passes_per_new_label: ``"auto"``'s least training per round, in passes over the new labels
-        :return: ``{"loss", "accuracy"}`` of the last pass, ``"epochs"`` (passes) and ``"steps"`` (gradient
-            steps); ``"auto"`` adds ``"held_out_loss"`` and ``"held_out_accuracy"`` (members on their held-out folds)
-        """
-        check_schedule(schedule)
-        if max_epochs < 1:
-            raise ValueError(f"max_epochs must be >= 1, got {max_epochs}")
-        if not passes_per_new_label > 0:
-            raise ValueError(f"passes_per_new_label must be positive, got {passes_per_new_label!r}")
-        tensors = self._dataset_tensors(dataset)
-        if self.input_norm and not self.ensemble.inputs_fitted:
-            self.ensemble.fit_inputs(th.cat([tensors[0], tensors[1]]))
-        n_pairs = len(tensors[2])
-        n_new = n_pairs if n_new is None else min(max(int(n_new), 0), n_pairs)
-        if schedule == "auto" and not anneal_lr and n_pairs >= N_FOLDS * MIN_FOLD:
-            min_steps = math.ceil(passes_per_new_label * n_new / self.train_batch_size)
-            return train_round_held_out(self, tensors, rng, min_steps, max_epochs)
-        if schedule == "auto" and not anneal_lr:
-            schedule = "bpref"  # too few labels to hold any out: B-Pref's round, cheap at this size
-        n_steps = round_steps(schedule, n_pairs, n_new, self.train_batch_size, max_epochs, passes_per_new_label)
-        return train_round(self, tensors, rng, n_steps, target_accuracy, anneal_lr)
 
     def preference_accuracy(self, features_0: np.ndarray, features_1: np.ndarray, labels: np.ndarray) -> float:
         """Share of non-equal, non-skipped labels whose preferred segment has the higher predicted return."""

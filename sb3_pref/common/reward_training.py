@@ -1,5 +1,6 @@
 """
-How much the reward model trains in a query round (the schedule), and on what hardware settings.
+How much the reward model trains in a query round (the schedule), and on what hardware settings; the
+:class:`~sb3_pref.common.reward_trainer.RewardTrainer` runs the rounds.
 
 Two schedules:
 
@@ -28,13 +29,9 @@ new-label budget (capped at ``max_epochs`` passes) on all labels, without holdin
 
 import math
 from functools import lru_cache
-from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 import torch as th
-
-if TYPE_CHECKING:
-    from sb3_pref.common.reward_model import RewardModel
 
 REWARD_SCHEDULES = ("auto", "bpref")
 TRAIN_DTYPES = ("auto", "float32", "bfloat16")
@@ -122,45 +119,6 @@ def round_steps(schedule: str, n_pairs: int, n_new: int, batch_size: int, max_ep
     return max(1, min(cap, math.ceil(passes_per_new_label * n_new / batch_size)))
 
 
-def train_round(
-    model: "RewardModel",
-    tensors: tuple[th.Tensor, th.Tensor, th.Tensor],
-    rng: np.random.Generator,
-    n_steps: int,
-    target_accuracy: Optional[float],
-    anneal_lr: bool,
-) -> dict[str, float]:
-    """
-    Run up to ``n_steps`` gradient steps, in passes over the pairs (the last one possibly cut short);
-    stop after a pass whose training accuracy exceeds ``target_accuracy`` (never with ``anneal_lr``
-    or a None target). The learning rate is restored afterwards, also on an exception.
-
-    :return: ``{"loss", "accuracy"}`` of the last pass, ``"epochs"`` (passes started), ``"steps"``
-    """
-    steps_per_epoch = math.ceil(len(tensors[2]) / model.train_batch_size)
-    stats: dict[str, float] = {}
-    done, epochs = 0, 0
-    try:
-        while done < n_steps:
-            take = min(steps_per_epoch, n_steps - done)
-            lr_for_step = None
-            if anneal_lr:
-                start = done
-
-                def lr_for_step(step: int, start: int = start) -> float:
-                    return model.lr * (1.0 - (start + step) / n_steps)
-
-            stats = model._train_epoch(tensors, rng, max_steps=take, lr_for_step=lr_for_step)
-            done += take
-            epochs += 1
-            if not anneal_lr and target_accuracy is not None and stats["accuracy"] > target_accuracy:
-                break
-    finally:
-        for group in model.optimizer.param_groups:
-            group["lr"] = model.lr
-    return {**stats, "epochs": float(epochs), "steps": float(done)}
-
-
 def held_out_folds(n_pairs: int, ensemble_size: int, device: th.device) -> tuple[th.Tensor, th.Tensor]:
     """
     Split pairs ``0..n_pairs-1`` by position into :data:`N_FOLDS` folds (pair ``i`` is in fold ``i % N_FOLDS``);
@@ -175,54 +133,3 @@ def held_out_folds(n_pairs: int, ensemble_size: int, device: th.device) -> tuple
     n_val, n_train = min(map(len, folds)), min(map(len, trains))
     as_tensor = lambda rows: th.as_tensor(np.stack(rows), device=device)  # noqa: E731
     return as_tensor([t[:n_train] for t in trains]), as_tensor([f[:n_val] for f in folds])
-
-
-def train_round_held_out(
-    model: "RewardModel",
-    tensors: tuple[th.Tensor, th.Tensor, th.Tensor],
-    rng: np.random.Generator,
-    min_steps: int,
-    max_epochs: int,
-) -> dict[str, float]:
-    """
-    The ``"auto"`` round: passes over each member's training folds until no member's held-out loss
-    has improved (by :data:`MIN_REL_IMPROVEMENT` of its best) for ``patience`` passes, at least
-    ``min_steps`` steps and at most ``max_epochs`` passes; then each member returns to the weights of
-    its best held-out loss (the warm start counts: a round that only hurts a member leaves it as it was).
-
-    :return: ``{"loss", "accuracy"}`` of the last pass, ``"epochs"``, ``"steps"``, and the restored
-        members' ``"held_out_loss"`` (mean) and ``"held_out_accuracy"``
-    """
-    train_pairs, val_pairs = held_out_folds(len(tensors[2]), model.ensemble_size, model.device)
-    steps_per_epoch = math.ceil(train_pairs.shape[1] / model.train_batch_size)
-    patience = max(PATIENCE_PASSES, math.ceil(PATIENCE_STEPS / steps_per_epoch))
-    params = list(model.ensemble.parameters())  # every one is (E, ...): member m is row m
-    best_params = [p.detach().clone() for p in params]
-    best_loss, _ = model.held_out_losses(tensors, val_pairs)
-    since_best = th.zeros(model.ensemble_size, dtype=th.long, device=model.device)
-    stats: dict[str, float] = {}
-    done, epochs = 0, 0
-    while epochs < max_epochs:
-        stats = model._train_epoch(tensors, rng, member_pairs=train_pairs)
-        done += steps_per_epoch
-        epochs += 1
-        losses, _ = model.held_out_losses(tensors, val_pairs)
-        improved = losses < best_loss * (1.0 - MIN_REL_IMPROVEMENT)
-        best_loss = th.where(improved, losses, best_loss)
-        since_best = th.where(improved, 0, since_best + 1)
-        with th.no_grad():
-            for param, best in zip(params, best_params):
-                best[improved] = param[improved]
-        if done >= min_steps and bool((since_best >= patience).all()):
-            break
-    with th.no_grad():
-        for param, best in zip(params, best_params):
-            param.copy_(best)
-    losses, accuracy = model.held_out_losses(tensors, val_pairs)
-    return {
-        **stats,
-        "epochs": float(epochs),
-        "steps": float(done),
-        "held_out_loss": float(losses.mean()),
-        "held_out_accuracy": accuracy,
-    }

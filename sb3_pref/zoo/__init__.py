@@ -27,12 +27,14 @@ trial builds its own model from the env's spaces and ``config.yml`` holds no obj
 import os
 from typing import Any
 
+from stable_baselines3.common.base_class import BaseAlgorithm
+
 from sb3_pref.ppo_reward import PPO_REWARD
 from sb3_pref.sac_reward import SAC_REWARD
 
 ALGO_NAME = "ppo_reward"
 #: the Zoo's names of our algorithms
-ALGOS = {"ppo_reward": PPO_REWARD, "sac_reward": SAC_REWARD}
+ALGOS: dict[str, type[BaseAlgorithm]] = {"ppo_reward": PPO_REWARD, "sac_reward": SAC_REWARD}
 #: the hyperparameters shipped for the B-Pref tasks (and a small Pendulum-v1 entry), per algorithm
 HYPERPARAMS_FILES = {name: os.path.join(os.path.dirname(__file__), "hyperparams", f"{name}.yml") for name in ALGOS}
 HYPERPARAMS_FILE = HYPERPARAMS_FILES[ALGO_NAME]
