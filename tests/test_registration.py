@@ -10,7 +10,7 @@ import pytest
 from stable_baselines3.common.env_util import make_vec_env
 
 import sb3_pref  # noqa: F401  (registers the ids)
-from sb3_pref.envs.registration import DMC_TASKS, METAWORLD_TASKS, dmc_env_id, metaworld_env_id
+from sb3_pref.envs.registration import DMC_TASKS, METAWORLD_TASKS, dmc_env_id, dmc_gym_id, metaworld_env_id, metaworld_gym_id
 from sb3_pref.envs.versions import (
     check_mujoco_versions,
     find_missing_compiled_files,
@@ -58,6 +58,45 @@ def test_registered_metaworld_ids_use_bpref_names():
     other, _ = env.reset(seed=1)
     assert first.shape == (39,) and np.array_equal(first, again) and not np.array_equal(first, other)
     assert env.step(env.action_space.sample())[0].shape == (39,)
+
+
+def test_every_task_has_an_id_in_gymnasiums_form():
+    """Issue 45: ids with a namespace and a version, named for what they build; B-Pref's names stay as aliases."""
+    from gymnasium.envs.registration import parse_env_id
+
+    ids = [dmc_gym_id(*task) for task in DMC_TASKS] + [metaworld_gym_id(task) for task in METAWORLD_TASKS]
+    assert len(set(ids)) == len(DMC_TASKS) + len(METAWORLD_TASKS) and all(env_id in gym.registry for env_id in ids)
+    assert parse_env_id("sb3_pref/dmc-ball_in_cup-catch-v0") == ("sb3_pref", "dmc-ball_in_cup-catch", 0)
+    # Meta-World 3 builds the -v3 tasks, whatever B-Pref's alias says
+    assert parse_env_id(metaworld_gym_id("sweep-into")) == ("sb3_pref", "metaworld-sweep-into", 3)
+    assert gym.spec(metaworld_gym_id("sweep-into")).kwargs["name"] == "sweep-into-v3"
+    assert gym.spec(dmc_gym_id("walker", "walk")).max_episode_steps == 1000
+    # dm_control's LQR runs forever; its namespaced id ends episodes after 1000 steps so that rollouts can use it
+    assert gym.spec(dmc_gym_id("lqr", "lqr_2_1")).max_episode_steps == 1000
+
+
+@needs_dmc
+def test_namespaced_ids_and_factories_build_the_same_env_and_say_what_it_is():
+    from sb3_pref.envs import make_dmcontrol_env, make_vec_dmcontrol_env
+
+    namespaced, alias = gym.make("sb3_pref/dmc-cheetah-run-v0"), gym.make("cheetah_run")
+    np.testing.assert_array_equal(namespaced.reset(seed=4)[0], alias.reset(seed=4)[0])
+    assert namespaced.spec.id == "sb3_pref/dmc-cheetah-run-v0" and alias.spec.id == "cheetah_run"
+    # made without gym.make, the env still has a spec (it was None): the namespaced id with the call's arguments
+    made = make_dmcontrol_env("cartpole_swingup", seed=2)
+    assert made.spec.id == "sb3_pref/dmc-cartpole-swingup-v0" and made.spec.max_episode_steps == 1000
+    assert made.spec.kwargs["seed"] == 2
+    rebuilt = gym.make(made.spec)
+    np.testing.assert_array_equal(rebuilt.reset(seed=2)[0], made.reset(seed=2)[0])
+    assert make_vec_dmcontrol_env("walker_stand", n_envs=2).get_attr("spec")[1].id == "sb3_pref/dmc-walker-stand-v0"
+    assert make_dmcontrol_env("lqr_lqr_2_1").spec.max_episode_steps is None  # the factory keeps dm_control's own
+    lqr = gym.make(dmc_gym_id("lqr", "lqr_2_1"))
+    lqr.reset(seed=0)
+    steps, ended = 0, (False, False)
+    while not any(ended):  # zero force: the system stays away from the origin, so only the time limit ends it
+        ended = lqr.step(np.zeros(lqr.action_space.shape, dtype=np.float32))[2:4]
+        steps += 1
+    assert steps == 1000 and ended == (False, True)
 
 
 def test_registered_ids_carry_the_episode_length():

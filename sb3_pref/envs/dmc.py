@@ -5,10 +5,12 @@ from typing import Any, Callable, Optional, SupportsFloat
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.envs.registration import EnvSpec
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.envs.optional import VecEnvClass, import_optional
+from sb3_pref.envs.registration import dmc_gym_id
 
 _PREFIXES = ("dm_control/", "dm_control_", "dmc_", "dmc/")
 _EXAMPLES = "walker_walk, quadruped_walk, cheetah_run, ball_in_cup_catch"
@@ -136,6 +138,17 @@ class DMCEnv(gym.Env[np.ndarray, np.ndarray]):
         self.observation_space = spaces.Box(-np.inf, np.inf, shape=(obs_dim,), dtype=np.float32)
         self._needs_reset = True
         self._closed = False
+        # Made without gym.make (a factory, make_vec_env with the class) the env still says what it is: the spec
+        # of its id in gymnasium's form with these arguments. gym.make replaces it with the spec of the id it made.
+        step_limit = self._env._step_limit
+        self.spec = EnvSpec(
+            id=dmc_gym_id(domain_name, task_name),
+            entry_point="sb3_pref.envs.dmc:DMCEnv",
+            kwargs=dict(domain_name=domain_name, task_name=task_name, seed=seed, task_kwargs=task_kwargs or None,
+                        environment_kwargs=environment_kwargs, render_mode=render_mode, width=width, height=height,
+                        camera_id=camera_id),
+            max_episode_steps=None if step_limit == float("inf") else int(step_limit),
+        )  # fmt: skip
 
     @property
     def physics(self) -> Any:

@@ -22,10 +22,12 @@ from typing import Any, Callable, Optional, SupportsFloat
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.envs.registration import EnvSpec
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.envs.optional import VecEnvClass, import_optional
+from sb3_pref.envs.registration import metaworld_gym_id
 
 _PREFIXES = ("metaworld_", "Meta-World/", "metaworld/")
 
@@ -196,6 +198,15 @@ def make_metaworld_env(
         width=width,
         height=height,
     )
+    # Made without gym.make the env still says what it is (gym.make replaces this with the spec of the id it made).
+    env.spec = EnvSpec(
+        id=metaworld_gym_id(task.removesuffix("-v3")),
+        entry_point="sb3_pref.envs.metaworld:make_metaworld_env",
+        kwargs=dict(name=task, seed=seed, render_mode=render_mode, goal_observable=goal_observable,
+                    max_episode_steps=max_episode_steps, width=width, height=height, camera_name=camera_name,
+                    camera_id=camera_id, reward_function_version=reward_function_version),
+        max_episode_steps=max_episode_steps,
+    )  # fmt: skip
     return MetaWorldAdapter(env, seed=seed, goal_observable=goal_observable, max_episode_steps=max_episode_steps)
 
 

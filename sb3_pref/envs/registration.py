@@ -1,5 +1,15 @@
 """
-Gymnasium ids for the B-Pref benchmark tasks, under B-Pref's own names.
+Gymnasium ids for the B-Pref benchmark tasks, in gymnasium's form (namespace, name, version) and under B-Pref's own
+names as aliases.
+
+The ids in gymnasium's form name what they build:
+
+- ``"sb3_pref/dmc-walker-walk-v0"``: dm_control's ``walker`` domain, ``walk`` task (``dmc-<domain>-<task>``);
+  LQR's tasks get a 1000-step limit here (dm_control runs them forever, which no SB3 rollout can use);
+- ``"sb3_pref/metaworld-sweep-into-v3"``: Meta-World 3's ``sweep-into-v3``, which is what B-Pref's
+  ``metaworld_sweep-into-v2`` builds too.
+
+B-Pref's names, which older scripts, grids and RL Zoo files use:
 
 Registered when :mod:`sb3_pref` is imported (``import sb3_pref`` is enough, and RL Zoo's
 ``--gym-packages sb3_pref`` does it), so that ``gym.make``, SB3's ``make_vec_env`` and RL Zoo's
@@ -77,13 +87,50 @@ def metaworld_env_id(task: str) -> str:
     return f"metaworld_{task}-v2"
 
 
+#: the namespace of the ids in gymnasium's form
+NAMESPACE = "sb3_pref"
+#: the episode length the namespaced ids give dm_control's unlimited (LQR) tasks
+UNLIMITED_TASK_STEPS = 1000
+
+
+def dmc_gym_id(domain: str, task: str) -> str:
+    """:return: the id in gymnasium's form of a dm_control task, e.g. ``"sb3_pref/dmc-walker-walk-v0"``"""
+    return f"{NAMESPACE}/dmc-{domain}-{task}-v0"
+
+
+def metaworld_gym_id(task: str) -> str:
+    """:return: the id in gymnasium's form of a Meta-World 3 task, e.g. ``"sb3_pref/metaworld-sweep-into-v3"``"""
+    return f"{NAMESPACE}/metaworld-{task}-v3"
+
+
 def register_benchmark_envs() -> list[str]:
     """
-    Register every dm_control and Meta-World task under its B-Pref name (idempotent).
+    Register every dm_control and Meta-World task in gymnasium's form and under its B-Pref name (idempotent).
 
     :return: the ids registered by this call
     """
     registered = []
+    for domain, task in DMC_TASKS:
+        env_id = dmc_gym_id(domain, task)
+        if env_id not in gym.registry:
+            unlimited = domain in DMC_UNLIMITED_DOMAINS
+            gym.register(
+                env_id,
+                entry_point="sb3_pref.envs.dmc:DMCEnv",
+                kwargs={"domain_name": domain, "task_name": task},
+                max_episode_steps=UNLIMITED_TASK_STEPS if unlimited else DMC_MAX_EPISODE_STEPS,
+            )
+            registered.append(env_id)
+    for task in METAWORLD_TASKS:
+        env_id = metaworld_gym_id(task)
+        if env_id not in gym.registry:
+            gym.register(
+                env_id,
+                entry_point="sb3_pref.envs.metaworld:make_metaworld_env",
+                kwargs={"name": f"{task}-v3", "seed": None},
+                max_episode_steps=METAWORLD_MAX_EPISODE_STEPS,
+            )
+            registered.append(env_id)
     for domain, task in DMC_TASKS:
         env_id = dmc_env_id(domain, task)
         if env_id not in gym.registry:
