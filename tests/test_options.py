@@ -15,6 +15,7 @@ from sb3_pref.common.options import (
     DOCS_MARKER,
     OFF_POLICY,
     ON_POLICY,
+    OPTIONS_BY_NAME,
     PREFERENCE_OPTIONS,
     bpref_options,
     check_options,
@@ -153,6 +154,23 @@ def test_bpref_runs_set_the_options_of_their_flags():
     without = bpref_options(args, model=False)
     assert "max_feed" not in without and without["unsuper_step"] == 500
     PPO_REWARD("MlpPolicy", pendulum(), **without, unsuper_flag=2, **SMALL)
+
+
+def test_the_bpref_flags_default_to_bprefs_values_and_the_budget_to_the_options():
+    """One default per option: ``--re-max-feed`` said 1000 where the option and B-Pref's script say 1400 (issue 43)."""
+    from sb3_pref.experiments.flags import build_parser
+
+    defaults = vars(build_parser("B-Pref").parse_args(["--env", "Pendulum-v1"]))
+    assert defaults["re_max_feed"] == OPTIONS_BY_NAME["max_feed"].default == 1400
+    # the flags that differ from the options' defaults are B-Pref's own schedule, which its command line keeps
+    differing = {
+        option.name
+        for option in PREFERENCE_OPTIONS
+        if option.bpref_flag
+        and None not in (option.default, defaults.get(option.bpref_flag))
+        and defaults[option.bpref_flag] != option.default
+    }
+    assert differing == {"feedback_schedule", "reward_schedule"}, differing
 
 
 @pytest.mark.parametrize("algorithm", [PPO_REWARD, SAC_REWARD])

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable, NoReturn, Optional, cast
 
 from sb3_pref.common.ensemble import BPREF_HIDDEN_DIM, BPREF_N_LAYERS
+from sb3_pref.common.options import OPTIONS_BY_NAME
 from sb3_pref.common.query import QUERY_METHODS, resolve_query_method
 from sb3_pref.common.teachers import ScriptedTeacher
 from sb3_pref.envs import (
@@ -153,7 +154,10 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
     reward.add_argument(
         "--re-initial-batch", type=positive_int, default=None, help="queries at the first round (default: --re-batch)"
     )
-    reward.add_argument("--re-max-feed", type=positive_int, default=1000, help="total feedback budget")
+    # B-Pref's train_PrefPPO.py default, which is the option's: read from its declaration, one default wherever read
+    reward.add_argument(
+        "--re-max-feed", type=positive_int, default=OPTIONS_BY_NAME["max_feed"].default, help="total feedback budget"
+    )
     reward.add_argument("--re-update", type=positive_int, default=100, help="most reward-model epochs per round")
     reward.add_argument(
         "--re-feed-type",
