@@ -75,6 +75,10 @@ ARMS: dict[str, Optional[dict[str, Any]]] = {
     # the first candidate: the planned schedule with uniform queries (dev seeds, and report seed 100 on cartpole)
     "defaults_uniform": {"feed_type": "uniform"},
     "handset": {"handset": True},
+    # candidates after dev seed 11 and fresh seed 103 stayed below their start: the 8 rounds after the first spread
+    # over more of the run (cartpole_balance 120k / 400 labels: the plan's last label at 40k, 1/3 of the run)
+    "window_half": {"num_interaction": 6000, "model": dict(initial_mb_size=200, mb_size=25)},  # last label at 56k
+    "window_two_thirds": {"num_interaction": 9000, "model": dict(initial_mb_size=200, mb_size=25)},  # ... at 80k
     "random_teacher": {"random_teacher": True},  # the floor: labels at random, the defaults otherwise
 }
 
@@ -82,6 +86,9 @@ PHASES = {
     "dev": dict(seeds=range(5), arms=("defaults", "defaults_uniform"), tasks=("cartpole_balance", "Pendulum-v1")),
     # after the fresh seed 103 stayed below its start: how often the defaults fail there, on more dev seeds
     "dev_wide": dict(seeds=range(5, 17), arms=("defaults",), tasks=("cartpole_balance",)),
+    # the candidates on the slow or failed dev seeds (11, 4, 10, 16) and four that learned (0, 1, 5, 7)
+    "dev_window": dict(seeds=(11, 4, 10, 16, 0, 1, 5, 7), arms=("window_two_thirds", "window_half"),
+                       tasks=("cartpole_balance",)),
     # cartpole_balance's hand-set schedule is the defaults' plan at this budget, query selection included: no arm of its own
     "report": dict(seeds=range(101, 106), arms=("ppo", "defaults", "random_teacher"), tasks=("cartpole_balance",)),
     "report_pendulum": dict(
@@ -155,6 +162,8 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
             # every label flipped with probability 0.5: answers independent of the segments
             settings["teacher"] = ScriptedTeacher(beta=-1, gamma=1, eps_mistake=0.5, eps_skip=0, eps_equal=0, seed=seed)
         else:
+            extra = dict(extra)
+            model_kwargs = extra.pop("model", {})
             settings.update(extra)
         reward_model = RewardModel(env.observation_space, env.action_space, **model_kwargs)
         model = algorithm("MlpPolicy", env, reward_model=reward_model, seed=seed, verbose=0, **algo_kwargs, **settings)

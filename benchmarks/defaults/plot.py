@@ -1,0 +1,63 @@
+"""
+The defaults study's learning curves (the deterministic evaluations every 10% of each run), one panel per task:
+
+    python benchmarks/defaults/plot.py [--seeds report|dev]   # docs/images/defaults_<seeds>.png
+"""
+
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from table import load
+
+IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+LABELS = {
+    "ppo": "PPO on the true reward",
+    "defaults": "PPO_REWARD, defaults (teacher + label budget only)",
+    "handset": "PPO_REWARD, best hand-set schedule",
+    "random_teacher": "floor: defaults, teacher answering at random",
+}
+COLOURS = {"ppo": "black", "defaults": "tab:blue", "handset": "tab:orange", "random_teacher": "tab:red"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seeds", choices=["report", "dev"], default="report")
+    args = parser.parse_args()
+    runs = load(args.seeds)
+    tasks = [task for task in ("cartpole_balance", "Pendulum-v1", "Pendulum-v1-peer", "cartpole_swingup") if task in runs]
+    figure, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4), squeeze=False)
+    for axis, task in zip(axes[0], tasks):
+        for arm, by_seed in sorted(runs[task].items()):
+            if arm not in LABELS:
+                continue
+            # the start (step 0) and the 10 evaluations, every seed a thin line, their mean a thick one
+            curves = np.array([[(0, run["start"]), *run["curve"]] for run in by_seed.values()], dtype=float)
+            steps = curves[0, :, 0] / 1000
+            for curve in curves:
+                axis.plot(steps, curve[:, 1], color=COLOURS[arm], alpha=0.25, linewidth=0.8)
+            label = f"{LABELS[arm]} (n={len(curves)})"
+            axis.plot(steps, curves[:, :, 1].mean(0), color=COLOURS[arm], linewidth=2.2, label=label)
+        plan = next((run["plan"] for run in runs[task].get("defaults", {}).values()), None)
+        if plan:
+            rounds_after = (plan["max_feed"] - plan["first_round"]) // max(plan["round_size"], 1)
+            last_label = (plan["unsuper_step"] + rounds_after * plan["num_interaction"]) / 1000
+            axis.axvspan(plan["unsuper_step"] / 1000, last_label, color="tab:blue", alpha=0.07, label="defaults: labels asked")
+        axis.set_title(f"{task}, {args.seeds} seeds")
+        axis.set_xlabel("env steps (thousands)")
+        axis.set_ylabel("deterministic true return (5 episodes)")
+        axis.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7, loc="lower right")
+    figure.tight_layout()
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    path = IMAGES / f"defaults_{args.seeds}.png"
+    figure.savefig(path, dpi=110)
+    print(path)
+
+
+if __name__ == "__main__":
+    main()
