@@ -28,6 +28,7 @@ from sb3_pref.common.options import (
     check_option_combinations,
     check_options,
     learner_options,
+    options_of,
     refuse_other_family,
 )
 from sb3_pref.common.preprocessing import FeatureEncoder
@@ -104,8 +105,10 @@ class PreferenceAlgorithmMixin(_Base):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         writer = self._make_reward_writer(kwargs)
         known = self._known_options()
-        given = {option.name: kwargs.pop(option.name) for option in known if option.name in kwargs}
+        # Every declared option is taken out of SB3's kwargs: the other family's are refused unless at their defaults.
+        given = {option.name: kwargs.pop(option.name) for option in PREFERENCE_OPTIONS if option.name in kwargs}
         refuse_other_family(given, self.option_family, type(self).__name__)
+        given = {option.name: given[option.name] for option in known if option.name in given}
         # Everything is checked before anything is changed: a bad value never reaches the caller's reward model.
         checked = check_options({**{option.name: option.default_for(self.option_family) for option in known}, **given})
         check_option_combinations(checked)
@@ -141,9 +144,8 @@ class PreferenceAlgorithmMixin(_Base):
 
     @classmethod
     def _known_options(cls) -> tuple[PreferenceOption, ...]:
-        """The options this class takes, and the on-policy ones the shared code reads (at their defaults elsewhere)."""
-        family = cls.option_family
-        return tuple(option for option in PREFERENCE_OPTIONS if ON_POLICY in option.families or family in option.families)
+        """The options this class takes (its family's): an off-policy algorithm stores none of the on-policy ones."""
+        return options_of(cls.option_family)
 
     # ------------------------------------------------------------------ set-up
     def _make_reward_writer(self, kwargs: dict[str, Any]) -> RewardWriter:

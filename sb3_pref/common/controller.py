@@ -254,7 +254,8 @@ class PreferenceController:
             self.rollout_phase = PHASE_TRUE_REWARD
             return
         if pretraining:
-            if host.unsuper_reset_policy and self.unsuper_steps_done == 0:
+            # An on-policy option: off-policy algorithms do not take it (PEBBLE resets the critic instead).
+            if getattr(host, "unsuper_reset_policy", False) and self.unsuper_steps_done == 0:
                 # A copy, not a reference: the state dict's tensors are the live parameters.
                 self.policy_before_pretraining = {
                     name: tensor.detach().clone() for name, tensor in host.policy.state_dict().items()

@@ -260,7 +260,8 @@ def check_option_combinations(values: Mapping[str, Any]) -> None:
         segment = size_segment if size_segment is not None else reward_model.size_segment
         if max_ep_len is not None and segment > max_ep_len:
             raise ValueError(f"reward_model.size_segment={segment} is longer than max_ep_len={max_ep_len}: lower size_segment")
-    if values["normalize_reward_samples"] == "reference" and values["reference_policy"] is None:
+    # (on-policy options: absent from an off-policy algorithm's values)
+    if values.get("normalize_reward_samples") == "reference" and values.get("reference_policy") is None:
         raise ValueError("normalize_reward_samples='reference' needs a reference_policy (e.g. reference_policy='initial')")
 
 
