@@ -26,3 +26,31 @@ def setup_metadata(tmp_path_factory) -> metadata.Distribution:
         [sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(egg_base)], cwd=REPO, check=True, capture_output=True
     )
     return metadata.Distribution.at(egg_base / "sb3_pref.egg-info")
+
+
+#: tests of half a minute or more on one core (``--durations``), longest first. They are collected first, so that
+#: pytest-xdist, which deals the first tests round-robin, starts them on every worker at once instead of leaving one
+#: worker running the last of them alone while the other waits.
+SLOW_FIRST = (
+    "tests/test_learning_guard.py",
+    "tests/test_ad.py::test_ad_improves_in_context",
+    "tests/test_experiments.py::test_local_and_ray_backends",
+    "tests/test_zoo.py::test_sac_reward_trains",
+    "tests/test_experiments.py::test_grid_skips_finished_runs",
+    "tests/test_experiments_pebble.py::test_pebble_grid_spends_its_budget",
+    "tests/test_experiments.py::test_progress_lines",
+    "tests/test_docs.py::test_docs_code_samples_run[howto-grid.md]",
+    "tests/test_ad_resume.py::test_train_ad_example_resumes",
+    "tests/test_examples.py::test_python_example_answers_help",
+    "tests/test_ad.py::test_ad_in_the_grid_runner",
+    "tests/test_rl2.py::test_short_run_beats_random",
+    "tests/test_experiments.py::test_a_gymnasium_task_runs_in_a_grid",
+    "tests/test_zoo.py::test_train_from_yaml_then_enjoy",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    def rank(item) -> int:
+        return next((index for index, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)), len(SLOW_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their order

@@ -10,8 +10,23 @@ deterministic true return (5 episodes): it must end above the seed's own start b
 before anything was run on them and were never used to choose a setting (the plan was chosen on seeds 0-16, reports
 use 100 and up). Judging the end, not the first good check, fails a run that peaks and then collapses.
 
-The figures (``python tests/test_learning_guard.py``, AMD EPYC, AVX2, one thread per run, two runs at a time),
-start -> end per seed, are in ``FIGURES`` below and in ``docs/benchmarks.md``.
+The figures (``python tests/test_learning_guard.py``, AMD EPYC, AVX2, one thread per run, two runs at a time), true
+return start -> end (5 episodes each), ``MARGIN`` = 250:
+
+=============================  ==============  ==============  ==============
+run                            seed 31         seed 32         seed 33
+=============================  ==============  ==============  ==============
+the defaults (today's main)    681.9 -> 992.0  569.7 -> 985.6  611.6 -> 992.5
+200 first, then 50 every 12k   681.9 -> 935.3  569.7 -> 725.8  611.6 -> 986.8  FAILS (seed 32)
+200 first, then 25 every 8k    681.9 -> 985.6  569.7 -> 971.2  611.6 -> 997.8  passes
+label_margin=0.05              681.9 -> 960.8  569.7 -> 967.6  611.6 -> 967.1  passes
+=============================  ==============  ==============  ==============
+
+So the guard catches what regresses on these seeds (the pre-issue-23 schedule fails every check, ``DEMO.md``; "50 every
+12k" fails seed 32) and lets through what regresses only on other seeds: "25 every 8k" (400.4 on seed 1 in
+``DEMO.md``) and ``label_margin=0.05`` (331.4 / 344.2 on seeds 1-2) end within 3% of the defaults here. Seed-specific
+regressions are the frozen protocol's job (``benchmarks/quality``, 10 fresh seeds); an absolute bar tight enough to
+separate 971 from 986 would also separate this machine's trajectories from another CPU's.
 """
 
 import os
@@ -39,6 +54,7 @@ MARGIN = 250.0
 #: settings that ``benchmarks/DEMO.md`` showed regress on some seeds and pass on others; the guard must fail each
 #: of them (``python tests/test_learning_guard.py`` runs them)
 REGRESSIONS: dict[str, dict[str, Any]] = {
+    "50 every 12k (the demo before issue 23)": dict(model=dict(initial_mb_size=50, mb_size=50), num_interaction=12_000),
     "200 first, then 50 every 12k": dict(model=dict(initial_mb_size=200, mb_size=50), num_interaction=12_000),
     "200 first, then 25 every 8k": dict(model=dict(initial_mb_size=200, mb_size=25), num_interaction=8_000),
     "label_margin=0.05": dict(model=dict(label_margin=0.05)),
@@ -81,10 +97,12 @@ def _run(job: tuple[str, int]) -> tuple[str, int, float, float]:
 
 
 if __name__ == "__main__":
-    # The guard's own study: the defaults and each regression on the guard seeds, two runs at a time.
+    # The guard's own study: the defaults and each regression on the guard seeds, two runs at a time (an argument: only
+    # the runs whose name starts with it).
     from concurrent.futures import ProcessPoolExecutor
 
-    jobs = [(name, seed) for name in ("defaults", *REGRESSIONS) for seed in GUARD_SEEDS]
+    names = [name for name in ("defaults", *REGRESSIONS) if len(sys.argv) < 2 or name.startswith(sys.argv[1])]
+    jobs = [(name, seed) for name in names for seed in GUARD_SEEDS]
     with ProcessPoolExecutor(2) as pool:
         for name, seed, before, after in pool.map(_run, jobs):
             verdict = "passes" if after > before + MARGIN else "FAILS"

@@ -79,8 +79,8 @@ def test_sac_reward_trains_from_yaml_then_enjoys(tmp_path):
     from sb3_pref import SAC_REWARD
 
     entry = {
-        "policy": "MlpPolicy", "n_timesteps": 1200, "learning_starts": 100, "batch_size": 64, "buffer_size": 2000,
-        "policy_kwargs": "dict(net_arch=[32])", "teacher": "oracle", "max_feed": 20,
+        "policy": "MlpPolicy", "n_timesteps": 600, "learning_starts": 100, "batch_size": 32, "buffer_size": 1000,
+        "policy_kwargs": "dict(net_arch=[16])", "teacher": "oracle", "max_feed": 20,
         "reward_model_kwargs": {"size_segment": 10, "hidden_dim": 16, "ensemble_size": 2},
     }  # fmt: skip
     conf = tmp_path / "sac_reward.yml"
@@ -89,9 +89,9 @@ def test_sac_reward_trains_from_yaml_then_enjoys(tmp_path):
     train = _zoo("sb3_pref.zoo.train", *common, "-conf", str(conf), "--seed", "1", "--eval-freq", "-1", cwd=tmp_path)
     assert train.returncode == 0, train.stdout[-3000:] + train.stderr[-3000:]
     model = SAC_REWARD.load(tmp_path / "logs" / "sac_reward" / "Pendulum-v1_1" / "Pendulum-v1.zip")
-    assert model.num_timesteps == 1200 and model.reward_model.hidden_dim == 16
+    assert model.num_timesteps == 600 and model.reward_model.hidden_dim == 16
     # the plan made from the Zoo's budget asked the whole label budget, and the labels are in the saved model
-    assert model.feedback_plan.schedule == "auto" and model.feedback_plan.total_timesteps == 1200
+    assert model.feedback_plan.schedule == "auto" and model.feedback_plan.total_timesteps == 600
     assert model.pref_learner.counters()["total_feed"] == 20 == len(model.pref_learner.dataset)
     enjoy = _zoo("sb3_pref.zoo.enjoy", *common, "-n", "250", "--no-render", "--exp-id", "1", "--seed", "0", cwd=tmp_path)
     assert enjoy.returncode == 0, enjoy.stdout[-3000:] + enjoy.stderr[-3000:]
