@@ -8,18 +8,18 @@ training) and the format of what is written to disk change independently; ``Rewa
 """
 
 import os
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import Any, Optional, Union
 
 import torch as th
 
 from sb3_pref.common.preprocessing import describe_space, space_from_description
 from sb3_pref.common.teachers import BaseTeacher
 
-if TYPE_CHECKING:
-    from sb3_pref.common.reward_model import RewardModel
+# The functions take the model (or its class) as ``Any``: importing RewardModel here, even for type checkers only,
+# would close a circle with reward_model.py, whose typed methods (get_config, from_config, save, load) are the API.
 
 
-def reward_model_config(model: "RewardModel") -> dict[str, Any]:
+def reward_model_config(model: Any) -> dict[str, Any]:
     """:return: the model's plain-data constructor arguments (the teacher is not part of the model's file)"""
     return {
         "obs_space": describe_space(model.encoder.observation_space),
@@ -41,11 +41,11 @@ def reward_model_config(model: "RewardModel") -> dict[str, Any]:
 
 
 def reward_model_from_config(
-    cls: type["RewardModel"],
+    cls: Any,
     config: dict[str, Any],
     teacher: Optional[BaseTeacher] = None,
     device: Union[str, th.device] = "auto",
-) -> "RewardModel":
+) -> Any:
     """:return: a new ``cls`` built from :func:`reward_model_config`'s output (fresh weights)"""
     # ``cls`` is the class the method was called on: a subclass of RewardModel is rebuilt as that subclass.
     kwargs = dict(config)
@@ -54,7 +54,7 @@ def reward_model_from_config(
     return cls(obs_space, act_space, teacher=teacher, device=device, **kwargs)
 
 
-def save_reward_model(model: "RewardModel", path: Union[str, os.PathLike]) -> None:
+def save_reward_model(model: Any, path: Union[str, os.PathLike]) -> None:
     """Write config, weights and optimizer state, atomically (a crash leaves the previous file whole)."""
     tmp_path = f"{os.fspath(path)}.tmp"
     state = {
@@ -68,11 +68,11 @@ def save_reward_model(model: "RewardModel", path: Union[str, os.PathLike]) -> No
 
 
 def load_reward_model(
-    cls: type["RewardModel"],
+    cls: Any,
     path: Union[str, os.PathLike],
     teacher: Optional[BaseTeacher] = None,
     device: Union[str, th.device] = "auto",
-) -> "RewardModel":
+) -> Any:
     """:return: the ``cls`` written by :func:`save_reward_model`, weights and optimizer restored"""
     state = th.load(path, map_location="cpu", weights_only=True)
     model = cls.from_config(state["config"], teacher=teacher, device=device)
