@@ -51,7 +51,7 @@ def main() -> None:
         axis.set_xlabel("env steps (thousands)")
         axis.set_ylabel("deterministic true return (5 episodes)")
         axis.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7, loc="lower right")
+        axis.legend(fontsize=6, loc="lower right")
     figure.tight_layout()
     IMAGES.mkdir(parents=True, exist_ok=True)
     path = IMAGES / f"defaults_{args.seeds}.png"
