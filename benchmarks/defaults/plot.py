@@ -1,7 +1,7 @@
 """
 The defaults study's learning curves (the deterministic evaluations every 10% of each run), one panel per task:
 
-    python benchmarks/defaults/plot.py [--seeds report|dev]   # docs/images/defaults_<seeds>.png
+    python benchmarks/defaults/plot.py [--seeds report|dev]   # docs/images/defaults_<seeds>.png and curves_<seeds>.png
 """
 
 import argparse
@@ -54,9 +54,10 @@ def main() -> None:
         axis.legend(fontsize=6, loc="lower right")
     figure.tight_layout()
     IMAGES.mkdir(parents=True, exist_ok=True)
-    path = IMAGES / f"defaults_{args.seeds}.png"
-    figure.savefig(path, dpi=110)
-    print(path)
+    # one copy for the docs, one beside the study's README (the docs site builds the study folders on their own)
+    for path in (IMAGES / f"defaults_{args.seeds}.png", Path(__file__).resolve().parent / f"curves_{args.seeds}.png"):
+        figure.savefig(path, dpi=110)
+        print(path)
 
 
 if __name__ == "__main__":
