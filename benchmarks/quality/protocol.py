@@ -21,6 +21,7 @@ PPO_REWARD run at the high budget run side by side (the CPU ratio compares runs 
 import argparse
 import hashlib
 import json
+import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -92,7 +93,9 @@ def run_job(task: str, arm: str, seed: int) -> str:
     result = json.loads(path.read_text())
     result["settings_hash"] = settings_hash(task, arm)
     result["labels"] = spec["labels"] if extra is not None else 0
-    path.write_text(json.dumps(result, indent=1))
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    os.replace(tmp, path)  # a stop between the two writes leaves the study runner's file, which report refuses
     return str(path)
 
 
