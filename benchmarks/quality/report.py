@@ -5,7 +5,7 @@ report``.
 Scores are normalised per task as ``(R - random) / (PPO - random)``, with a uniform random policy's return (measured
 once, ``benchmarks/results/quality/random_returns.json``) and the mean of PPO's runs on the same seeds. The final
 score is the closing 20-episode deterministic evaluation; the AUC is the mean of the 10 evaluations during the run,
-normalised the same way. Per arm: the IQM of the normalised scores with a bootstrap interval over seeds, the
+normalised the same way by PPO's mean AUC. Per arm: the IQM of the normalised scores with a bootstrap interval over seeds, the
 probability that a seed of the arm beats a seed of PPO (ties count half), the seed-paired difference of final
 returns, and CPU seconds over PPO's on the same seeds.
 """
@@ -60,6 +60,8 @@ def report(seeds: str) -> None:
         low = RANDOM[task]
         ppo_final = np.mean([run["final"] for run in ppo.values()])
         scale = ppo_final - low
+        # the area under PPO's own evaluation curve is the AUC's unit (its final return would make PPO's AUC < 1)
+        ppo_auc = np.mean([np.mean([v for _, v in run["curve"]]) for run in ppo.values()])
         print(f"\n### {task}, {TASKS[task]['steps'] // 1000}k steps ({seeds} seeds)\n")
         print(
             "| arm | labels | n | final return (mean) | final / PPO: IQM [95% CI] | AUC / PPO: IQM [95% CI] | "
@@ -75,7 +77,7 @@ def report(seeds: str) -> None:
             final = np.array([by_seed[s]["final"] for s in seeds_here])
             score = (final - low) / scale
             auc = np.array([np.mean([v for _, v in by_seed[s]["curve"]]) for s in seeds_here])
-            auc_score = (auc - low) / scale
+            auc_score = (auc - low) / (ppo_auc - low)
             shared = [s for s in seeds_here if s in ppo]
             paired = np.array([by_seed[s]["final"] - ppo[s]["final"] for s in shared])
             ppo_scores = (np.array([ppo[s]["final"] for s in sorted(ppo)]) - low) / scale
