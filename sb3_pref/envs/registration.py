@@ -109,47 +109,20 @@ def register_benchmark_envs() -> list[str]:
 
     :return: the ids registered by this call
     """
+    # (id, entry point, kwargs, episode length): the ids in gymnasium's form first, then B-Pref's names as aliases.
+    dmc, metaworld = "sb3_pref.envs.dmc:DMCEnv", "sb3_pref.envs.metaworld:make_metaworld_env"
+    limit = {domain: None if domain in DMC_UNLIMITED_DOMAINS else DMC_MAX_EPISODE_STEPS for domain, _ in DMC_TASKS}
+    mw_steps = METAWORLD_MAX_EPISODE_STEPS
+    # seed=None for Meta-World: gymnasium's reset(seed=...) seeds the goal sampler, as for any registered env.
+    specs = [
+        *[(dmc_gym_id(d, t), dmc, {"domain_name": d, "task_name": t}, limit[d] or UNLIMITED_TASK_STEPS) for d, t in DMC_TASKS],
+        *[(metaworld_gym_id(t), metaworld, {"name": f"{t}-v3", "seed": None}, mw_steps) for t in METAWORLD_TASKS],
+        *[(dmc_env_id(d, t), dmc, {"domain_name": d, "task_name": t}, limit[d]) for d, t in DMC_TASKS],
+        *[(metaworld_env_id(t), metaworld, {"name": metaworld_env_id(t), "seed": None}, mw_steps) for t in METAWORLD_TASKS],
+    ]  # fmt: skip
     registered = []
-    for domain, task in DMC_TASKS:
-        env_id = dmc_gym_id(domain, task)
+    for env_id, entry_point, kwargs, max_episode_steps in specs:
         if env_id not in gym.registry:
-            unlimited = domain in DMC_UNLIMITED_DOMAINS
-            gym.register(
-                env_id,
-                entry_point="sb3_pref.envs.dmc:DMCEnv",
-                kwargs={"domain_name": domain, "task_name": task},
-                max_episode_steps=UNLIMITED_TASK_STEPS if unlimited else DMC_MAX_EPISODE_STEPS,
-            )
-            registered.append(env_id)
-    for task in METAWORLD_TASKS:
-        env_id = metaworld_gym_id(task)
-        if env_id not in gym.registry:
-            gym.register(
-                env_id,
-                entry_point="sb3_pref.envs.metaworld:make_metaworld_env",
-                kwargs={"name": f"{task}-v3", "seed": None},
-                max_episode_steps=METAWORLD_MAX_EPISODE_STEPS,
-            )
-            registered.append(env_id)
-    for domain, task in DMC_TASKS:
-        env_id = dmc_env_id(domain, task)
-        if env_id not in gym.registry:
-            gym.register(
-                env_id,
-                entry_point="sb3_pref.envs.dmc:DMCEnv",
-                kwargs={"domain_name": domain, "task_name": task},
-                max_episode_steps=None if domain in DMC_UNLIMITED_DOMAINS else DMC_MAX_EPISODE_STEPS,
-            )
-            registered.append(env_id)
-    for task in METAWORLD_TASKS:
-        env_id = metaworld_env_id(task)
-        if env_id not in gym.registry:
-            # seed=None: gymnasium's reset(seed=...) seeds the goal sampler, as for any registered env.
-            gym.register(
-                env_id,
-                entry_point="sb3_pref.envs.metaworld:make_metaworld_env",
-                kwargs={"name": env_id, "seed": None},
-                max_episode_steps=METAWORLD_MAX_EPISODE_STEPS,
-            )
+            gym.register(env_id, entry_point=entry_point, kwargs=kwargs, max_episode_steps=max_episode_steps)
             registered.append(env_id)
     return registered
