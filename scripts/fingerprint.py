@@ -11,7 +11,6 @@ pairs, the rewards the algorithm trained on (the rollout or replay buffer), and 
 """
 
 import hashlib
-import io
 import json
 from typing import Any, Callable
 
@@ -38,9 +37,7 @@ def digest(*arrays: Any) -> str:
             for item in value:
                 hasher.update(digest(item).encode())
         else:
-            buffer = io.BytesIO()
-            buffer.write(repr(value).encode())
-            hasher.update(buffer.getvalue())
+            hasher.update(repr(value).encode())
     return hasher.hexdigest()[:16]
 
 

@@ -14,6 +14,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from table import load
 
+from sb3_pref.common.feedback_plan import FeedbackPlan
+
 IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 LABELS = {
     "ppo": "PPO on the true reward",
@@ -44,9 +46,9 @@ def main() -> None:
             axis.plot(steps, curves[:, :, 1].mean(0), color=COLOURS[arm], linewidth=2.2, label=label)
         plan = next((run["plan"] for run in runs[task].get("defaults", {}).values()), None)
         if plan:
-            rounds_after = (plan["max_feed"] - plan["first_round"]) // max(plan["round_size"], 1)
-            last_label = (plan["unsuper_step"] + rounds_after * plan["num_interaction"]) / 1000
-            axis.axvspan(plan["unsuper_step"] / 1000, last_label, color="tab:blue", alpha=0.07, label="defaults: labels asked")
+            # the rounds as the controller runs them (step, labels)
+            steps = [step / 1000 for step, _ in FeedbackPlan.from_dict(plan).rounds()]
+            axis.axvspan(steps[0], steps[-1], color="tab:blue", alpha=0.07, label="defaults: labels asked")
         axis.set_title(f"{task}, {args.seeds} seeds")
         axis.set_xlabel("env steps (thousands)")
         axis.set_ylabel("deterministic true return (5 episodes)")

@@ -223,9 +223,14 @@ def main() -> None:
         for arm in phase["arms"]
         if not (RESULTS / task / arm / f"seed{seed}.json").exists()
     ]
+    run_jobs(run_one, jobs, args.workers)
+
+
+def run_jobs(function: Any, jobs: list[tuple[str, str, int]], workers: int) -> None:
+    """Run ``function(task, arm, seed)`` for each job, ``workers`` at a time, printing each result as it lands."""
     print(f"{len(jobs)} runs to do", flush=True)
-    with ProcessPoolExecutor(args.workers) as pool:
-        futures = [pool.submit(run_one, *job) for job in jobs]
+    with ProcessPoolExecutor(workers) as pool:
+        futures = [pool.submit(function, *job) for job in jobs]
         for job, future in zip(jobs, futures):
             try:
                 print("done", future.result(), flush=True)

@@ -23,14 +23,13 @@ import hashlib
 import json
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Optional
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent / "defaults"))
-from run import DMC_PPO, PENDULUM_PPO, train_one  # noqa: E402
+from run import DMC_PPO, PENDULUM_PPO, run_jobs, train_one  # noqa: E402
 
 #: the schedules of benchmarks/quality.yaml (the hand-set grid of QUALITY.md) at each task's high budget
 _DMC_SHORT = dict(num_interaction=4000, unsuper_step=8000, unsuper_n_epochs=10, re_update=50, feed_type="disagreement")
@@ -119,15 +118,7 @@ def main() -> None:
 
         report(args.seeds)
         return
-    todo = jobs(args.seeds)
-    print(f"{len(todo)} runs to do", flush=True)
-    with ProcessPoolExecutor(args.workers) as pool:
-        futures = [pool.submit(run_job, *job) for job in todo]
-        for job, future in zip(todo, futures):
-            try:
-                print("done", future.result(), flush=True)
-            except Exception as error:  # one failed run must not stop the others
-                print("FAILED", job, repr(error), file=sys.stderr, flush=True)
+    run_jobs(run_job, jobs(args.seeds), args.workers)
 
 
 if __name__ == "__main__":
