@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 HERE = Path(__file__).resolve().parent
+# Runs measure this checkout (its commit is recorded with each result), not whatever copy is installed.
+sys.path.insert(0, str(HERE.parents[1]))
 RESULTS = HERE / "results"
 
 # The PPO the user already has (the README demo's on dm_control; RL Zoo's tuned PPO on Pendulum-v1).

@@ -32,6 +32,8 @@ Meta-World (both optional and slow to import); ``tests/test_registration.py`` ch
 packages. Registering never overrides an id that something else registered first.
 """
 
+from typing import Any, Optional
+
 import gymnasium as gym
 
 #: dm_control ``suite.ALL_TASKS`` (dm-control 1.0.28) as B-Pref names ``domain_task``
@@ -114,7 +116,7 @@ def register_benchmark_envs() -> list[str]:
     limit = {domain: None if domain in DMC_UNLIMITED_DOMAINS else DMC_MAX_EPISODE_STEPS for domain, _ in DMC_TASKS}
     mw_steps = METAWORLD_MAX_EPISODE_STEPS
     # seed=None for Meta-World: gymnasium's reset(seed=...) seeds the goal sampler, as for any registered env.
-    specs = [
+    specs: list[tuple[str, str, dict[str, Any], Optional[int]]] = [
         *[(dmc_gym_id(d, t), dmc, {"domain_name": d, "task_name": t}, limit[d] or UNLIMITED_TASK_STEPS) for d, t in DMC_TASKS],
         *[(metaworld_gym_id(t), metaworld, {"name": f"{t}-v3", "seed": None}, mw_steps) for t in METAWORLD_TASKS],
         *[(dmc_env_id(d, t), dmc, {"domain_name": d, "task_name": t}, limit[d]) for d, t in DMC_TASKS],
