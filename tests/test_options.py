@@ -102,7 +102,7 @@ def test_every_option_is_stored_and_survives_save_load(tmp_path):
 #: a value other than the default for every option that needs a reward model
 MODEL_ONLY_VALUES = dict(
     teacher="oracle", num_interaction=500, feed_type=1, re_update=3, max_feed=100, size_segment=10,
-    normalize_reward=True, anneal_reward_lr=True, segment_capacity=5000,
+    normalize_reward=True, anneal_reward_lr=True, segment_capacity=5000, rime=True,
 )  # fmt: skip
 
 

@@ -52,7 +52,7 @@ def test_a_label_filter_that_drops_the_wrong_labels_learns_the_true_reward():
 
     def drop_flipped(trainer, tensors):
         assert len(tensors[2]) == n  # the filter sees every labelled pair
-        return kept
+        return tuple(tensor[kept] for tensor in tensors)
 
     noisy, filtered = (RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL) for _ in range(2))
     RewardTrainer(noisy).fit(data, np.random.default_rng(0), max_epochs=30, schedule="bpref")
@@ -68,7 +68,7 @@ def test_a_label_filter_that_drops_the_wrong_labels_learns_the_true_reward():
 
     # a filter that keeps nothing trains nothing
     empty = RewardModel(OBS_DIM, ACT_DIM, seed=0, **SMALL)
-    none = RewardTrainer(empty, label_filter=lambda trainer, tensors: th.zeros(0, dtype=th.long)).fit(
+    none = RewardTrainer(empty, label_filter=lambda trainer, tensors: tuple(t[:0] for t in tensors)).fit(
         data, np.random.default_rng(0)
     )
     assert none["steps"] == 0 and empty.n_updates == 0

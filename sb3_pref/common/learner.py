@@ -16,6 +16,7 @@ from sb3_pref.common.query import QUERY_METHODS, candidate_count, resolve_query_
 from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.reward_trainer import RewardTrainer
 from sb3_pref.common.reward_training import check_schedule
+from sb3_pref.common.rime import RIMEFilter
 from sb3_pref.common.segments import SegmentBatch, SegmentStore
 from sb3_pref.common.teachers import LEARNER_STREAM, BaseTeacher, ScriptedTeacher, stream_generator
 
@@ -75,6 +76,8 @@ class PreferenceLearner:
     :param n_eval_pairs: fresh pairs used to measure agreement with an oracle after each round
     :param first_round_uniform: the first round draws its pairs uniformly (B-Pref), whatever ``feed_type`` is:
         a model that has seen no label has nothing to disagree about yet; False uses ``feed_type`` from the start
+    :param rime: filter the labels before each round with RIME's robust filter (:mod:`sb3_pref.common.rime`):
+        train on those the ensemble finds plausible, flip those it finds very implausible
     :param seed: seed of the learner's generator (segment sampling, minibatch order): the learner stream
         of ``seed`` (:func:`~sb3_pref.common.teachers.stream_generator`), independent of a teacher
         seeded with the same number
@@ -103,6 +106,7 @@ class PreferenceLearner:
         first_round_uniform: bool = True,
         seed: Optional[int] = None,
         schedule: str = "auto",
+        rime: bool = False,
     ) -> None:
         self.feed_type = resolve_query_method(feed_type)
         self.schedule = check_schedule(schedule, "reward_schedule")
@@ -126,6 +130,7 @@ class PreferenceLearner:
         # How the reward model learns: RewardTrainer's seams (label filter, loss terms) are where methods that
         # change training plug in; assign a configured trainer of the same model to use them.
         self._trainer: Optional[RewardTrainer] = None
+        self.label_filter: Optional[RIMEFilter] = RIMEFilter() if rime else None
         self.teacher = teacher if teacher is not None else reward_model.teacher
         self.max_feed = int(max_feed)
         self.re_update = int(re_update)
@@ -266,6 +271,7 @@ class PreferenceLearner:
             )
             if "held_out_loss" in fit:  # the "auto" schedule's early-stop criterion
                 stats.update(model_held_out_loss=fit["held_out_loss"], model_held_out_accuracy=fit["held_out_accuracy"])
+            stats.update(getattr(self.trainer.label_filter, "stats", {}))
         if self.normalize_rewards:
             self._fit_normalisation()
         stats["true_pref_accuracy"] = self.oracle_agreement()
@@ -275,7 +281,7 @@ class PreferenceLearner:
     def trainer(self) -> RewardTrainer:
         """Fits :attr:`reward_model` after each query round (built for the current model on first use)."""
         if self._trainer is None or self._trainer.model is not self.reward_model:
-            self._trainer = RewardTrainer(self.reward_model)
+            self._trainer = RewardTrainer(self.reward_model, label_filter=self.label_filter)
         return self._trainer
 
     @trainer.setter
@@ -389,6 +395,7 @@ class PreferenceLearner:
                 "dataset": self.dataset.state_dict(),
                 "store": self.store.state_dict(),
                 "reward_model_n_updates": self.reward_model.n_updates,
+                **({"label_filter": self.label_filter.state_dict()} if self.label_filter is not None else {}),
             }
         )
 
@@ -408,6 +415,8 @@ class PreferenceLearner:
         if int(scalars["n_envs"]) == self.store.n_envs:
             self.store.load_state_dict(state["store"])
         self.reward_model.n_updates = int(state["reward_model_n_updates"])
+        if self.label_filter is not None and "label_filter" in state:
+            self.label_filter.load_state_dict(state["label_filter"])
 
     def _restore_teacher(self, saved: dict[str, Any]) -> None:
         if self.restore_teacher not in ("all", "progress", "counters", "none"):

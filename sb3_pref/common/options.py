@@ -210,6 +210,10 @@ PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
     Option("first_round_uniform", bool, True, learner_arg="first_round_uniform",
            doc="the first query round draws its pairs uniformly, whatever ``feed_type`` is (B-Pref; with pretraining it "
                "is the round that ends it); False: ``feed_type`` from the first round on"),
+    Option("rime", bool, False, check=check_bool, model_only=True, learner_arg="rime", bpref_flag="rime",
+           doc="RIME's robust training for noisy teachers (Cheng et al. 2024; :mod:`~sb3_pref.common.rime`): before "
+               "each round, train only on the labels the ensemble finds plausible and flip those it finds very "
+               "implausible (the stored labels are kept). Logged as ``reward/rime_trusted`` and ``rime_flipped``"),
     Option("reset_critic", bool, True, families=(OFF_POLICY,),
            doc="reset the critic (both Q-networks, their targets, the critic's optimizer) when pretraining ends "
                "(PEBBLE), then take ``reset_update`` extra gradient steps; False keeps the critic trained on the "

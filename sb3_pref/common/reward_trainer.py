@@ -7,8 +7,9 @@ The model is only the ensemble (predict, save, load; its optimizer state travels
 training where it stopped); the trainer owns how it learns. Two seams let a method change training without another
 option on the model:
 
-- ``label_filter(trainer, tensors) -> index``: the labelled pairs a round trains on (RIME's filter of labels the
-  model finds implausible);
+- ``label_filter(trainer, tensors) -> tensors``: the labelled pairs a round trains on, with the labels it trains
+  them on (RIME's filter keeps the labels the model finds plausible and flips the very implausible ones,
+  :mod:`sb3_pref.common.rime`); a filter with a ``round_done(stats)`` method is told each round's statistics;
 - ``loss_terms``: callables ``(trainer, seg_0, seg_1, labels) -> scalar`` added to each minibatch's loss (SURF's loss
   on pseudo-labelled pairs, a regulariser).
 
@@ -42,8 +43,8 @@ if TYPE_CHECKING:
 Tensors = tuple[th.Tensor, th.Tensor, th.Tensor]
 #: ``(trainer, seg_0, seg_1, labels) -> scalar``: a term added to each minibatch's loss
 LossTerm = Callable[["RewardTrainer", th.Tensor, th.Tensor, th.Tensor], th.Tensor]
-#: ``(trainer, tensors) -> index``: the labelled pairs a round trains on
-LabelFilter = Callable[["RewardTrainer", Tensors], th.Tensor]
+#: ``(trainer, tensors) -> tensors``: the labelled pairs a round trains on, and their (possibly flipped) labels
+LabelFilter = Callable[["RewardTrainer", Tensors], Tensors]
 
 
 class RewardTrainer:
@@ -53,7 +54,8 @@ class RewardTrainer:
     :param model: the reward model to train (its ``lr``, ``train_batch_size``, ``label_margin`` and ``train_dtype``
         are the training settings, saved with it)
     :param loss_terms: extra loss terms added to every minibatch's Bradley-Terry loss (see the module docstring)
-    :param label_filter: selects the labelled pairs each round trains on (None: all of them)
+    :param label_filter: selects the labelled pairs each round trains on and their labels (None: all of them, as
+        labelled)
     """
 
     def __init__(
@@ -66,6 +68,17 @@ class RewardTrainer:
         self.label_filter = label_filter
 
     # ----------------------------------------------------------------- the loss
+    def member_logits(self, seg_0: th.Tensor, seg_1: th.Tensor) -> th.Tensor:
+        """:return: each member's predicted returns ``(E, B, 2)`` of ``(E, B, H, D)`` pairs (Bradley-Terry logits)"""
+        model = self.model
+        n_members, batch = seg_0.shape[:2]
+        both = th.cat([seg_0, seg_1], dim=1).reshape(n_members, -1, model.input_dim)
+        with th.autocast(model.device.type, dtype=th.bfloat16, enabled=model.train_dtype == "bfloat16"):
+            step_rewards = model.ensemble(both)
+        # Returns and the loss in float32 whatever the forward pass used: a bf16 sum over H steps loses digits.
+        returns = step_rewards.float().reshape(n_members, 2, batch, -1).sum(-1)  # (E, 2, B)
+        return returns.permute(0, 2, 1)
+
     def member_losses(self, seg_0: th.Tensor, seg_1: th.Tensor, labels: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
         """
         Bradley-Terry cross-entropy of ``(E, B, H, D)`` pairs against soft labels ``(E, B)``.
@@ -73,13 +86,7 @@ class RewardTrainer:
         :return: each member's mean loss ``(E,)`` and whether each pair is right ``(E, B)``
         """
         model = self.model
-        n_members, batch = labels.shape
-        both = th.cat([seg_0, seg_1], dim=1).reshape(n_members, -1, model.input_dim)
-        with th.autocast(model.device.type, dtype=th.bfloat16, enabled=model.train_dtype == "bfloat16"):
-            step_rewards = model.ensemble(both)
-        # Returns and the loss in float32 whatever the forward pass used: a bf16 sum over H steps loses digits.
-        returns = step_rewards.float().reshape(n_members, 2, batch, -1).sum(-1)  # (E, 2, B)
-        logits = returns.permute(0, 2, 1)  # (E, B, 2)
+        logits = self.member_logits(seg_0, seg_1)  # (E, B, 2)
         target_1 = labels * (1 - 2 * model.label_margin) + model.label_margin
         targets = th.stack([1 - target_1, target_1], dim=-1)
         losses = -(targets * F.log_softmax(logits, dim=-1)).sum(-1).mean(-1)
@@ -205,13 +212,30 @@ class RewardTrainer:
             raise ValueError(f"max_epochs must be >= 1, got {max_epochs}")
         if not passes_per_new_label > 0:
             raise ValueError(f"passes_per_new_label must be positive, got {passes_per_new_label!r}")
-        model = self.model
         tensors = self.dataset_tensors(dataset)
         if self.label_filter is not None:
-            keep = self.label_filter(self, tensors)
-            tensors = (tensors[0][keep], tensors[1][keep], tensors[2][keep])
+            tensors = self.label_filter(self, tensors)
             if len(tensors[2]) == 0:
                 return {"loss": float("nan"), "accuracy": float("nan"), "epochs": 0.0, "steps": 0.0}
+        stats = self._fit_round(tensors, rng, max_epochs, target_accuracy, anneal_lr, schedule, n_new, passes_per_new_label)
+        round_done = getattr(self.label_filter, "round_done", None)
+        if round_done is not None:
+            round_done(stats)
+        return stats
+
+    def _fit_round(
+        self,
+        tensors: Tensors,
+        rng: np.random.Generator,
+        max_epochs: int,
+        target_accuracy: float,
+        anneal_lr: bool,
+        schedule: str,
+        n_new: Optional[int],
+        passes_per_new_label: float,
+    ) -> dict[str, float]:
+        """The round of :meth:`fit` on the pairs the filter kept."""
+        model = self.model
         if model.input_norm and not model.ensemble.inputs_fitted:
             model.ensemble.fit_inputs(th.cat([tensors[0], tensors[1]]))
         n_pairs = len(tensors[2])

@@ -197,6 +197,15 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
         help="precision of reward-model training passes (not in B-Pref; bfloat16 is ~2.8x faster with AMX)",
     )
 
+    robust = parser.add_argument_group("successors of B-Pref (not in B-Pref)")
+    robust.add_argument(
+        "--rime",
+        type=flag,
+        default=False,
+        help="RIME's robust label filter for noisy teachers: train on the labels the reward model finds plausible, "
+        "flip the very implausible ones (0/1)",
+    )
+
     teacher = parser.add_argument_group("scripted teacher (default: oracle)")
     teacher.add_argument(
         "--teacher", choices=list(ScriptedTeacher.PRESETS), default=None, help="B-Pref preset; overrides --teacher-*"

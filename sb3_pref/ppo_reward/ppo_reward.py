@@ -161,6 +161,7 @@ class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, 
         anneal_policy_lr: bool = False,
         n_eval_pairs: int = 256,
         first_round_uniform: bool = True,
+        rime: bool = False,
         # PPO_REWARD's own: the update's value loss.
         value_loss: str = "sb3",
     ) -> None:

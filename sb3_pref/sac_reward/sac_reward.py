@@ -154,6 +154,7 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PP
         anneal_policy_lr: bool = False,
         n_eval_pairs: int = 256,
         first_round_uniform: bool = True,
+        rime: bool = False,
         reset_critic: bool = True,
         _init_setup_model: bool = True,
     ) -> None:
