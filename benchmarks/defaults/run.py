@@ -133,8 +133,8 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
     :param task: the env (``Pendulum-v1...`` for gymnasium's, a dm_control task otherwise)
     :param spec: steps, labels, n_envs, ppo (or sac), handset
     :param arm: the arm's name, recorded
-    :param extra: None for PPO (SAC) on the true reward; else ``{}`` (the defaults), PPO_REWARD options,
-        ``{"handset": True}`` or ``{"random_teacher": True}``
+    :param extra: None for PPO (SAC) on the true reward; else ``{}`` (the defaults), PPO_REWARD options (and
+        ``teacher_kwargs``: a ``ScriptedTeacher``'s settings), ``{"handset": True}`` or ``{"random_teacher": True}``
     :param seed: the seed of the envs (evaluation: ``seed + 1000``), the algorithm and the teacher
     :param path: the JSON to write
     :return: the JSON's path
@@ -168,6 +168,9 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
         else:
             extra = dict(extra)
             model_kwargs = extra.pop("model", {})
+            teacher_kwargs = extra.pop("teacher_kwargs", None)
+            if teacher_kwargs is not None:  # a scripted teacher of these settings, seeded as the run
+                settings["teacher"] = ScriptedTeacher(**teacher_kwargs, seed=seed)
             settings.update(extra)
         reward_model = RewardModel(env.observation_space, env.action_space, **model_kwargs)
         model = algorithm("MlpPolicy", env, reward_model=reward_model, seed=seed, verbose=0, **algo_kwargs, **settings)

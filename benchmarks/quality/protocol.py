@@ -73,11 +73,15 @@ def run_spec(task: str, arm: str) -> tuple[dict[str, Any], Optional[dict[str, An
     return spec, extra
 
 
-def settings_hash(task: str, arm: str) -> str:
-    """:return: a short hash of everything a run of ``arm`` on ``task`` is given (not the seed, not the commit)"""
-    spec, extra = run_spec(task, arm)
+def settings_digest(task: str, spec: dict[str, Any], extra: Optional[dict[str, Any]]) -> str:
+    """:return: a short hash of everything a run is given: the task, the runner's spec, the arm's options"""
     text = json.dumps({"task": task, "spec": spec, "arm": extra}, sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def settings_hash(task: str, arm: str) -> str:
+    """:return: a short hash of everything a run of ``arm`` on ``task`` is given (not the seed, not the commit)"""
+    return settings_digest(task, *run_spec(task, arm))
 
 
 def result_path(task: str, arm: str, seed: int) -> Path:

@@ -1,0 +1,151 @@
+"""
+The successors of B-Pref (issue 44), each measured on the gap it was made for, with the frozen quality protocol
+(``benchmarks/quality``): the same tasks, budgets, seeds and runner; the method's arm beside the plain method's on
+the same seeds, with the protocol's own arms (PPO on the true reward, the defaults with an oracle, the random-teacher
+floor) on those seeds.
+
+    python benchmarks/successors/run.py run [--study rime] [--workers 2]   # resumes where it stopped
+    python benchmarks/successors/run.py report [--study rime]              # the tables of README.md
+
+Nothing here was chosen on the seeds it reports: each method runs at its paper's settings (see
+``docs/successors.md``), and the seeds are the protocol's reported ones.
+
+Studies:
+
+- ``rime``: B-Pref's ``mistake`` teacher (10% of the answers flipped) and RIME's own (30%), on cartpole_balance at
+  the protocol's high budget (120k steps, 1000 labels), the defaults with and without ``rime=True``.
+"""
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE.parent / "quality"))
+import protocol  # noqa: E402
+from protocol import run_jobs, settings_hash, train_one  # noqa: E402
+
+#: study -> tasks, seeds, the protocol's arms it reports beside its own, and its own arms (protocol budget index,
+#: PPO_REWARD options)
+STUDIES: dict[str, dict[str, Any]] = {
+    "rime": dict(
+        tasks=("cartpole_balance",),
+        seeds=range(100, 105),
+        protocol_arms=("ppo", "defaults_high", "floor_high"),
+        arms={
+            "mistake10_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}}),
+            "mistake10_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True}),
+            "mistake30_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}}),
+            "mistake30_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}, "rime": True}),
+        },
+    ),
+}
+
+
+def arm_spec(study: str, task: str, arm: str) -> tuple[dict[str, Any], Optional[dict[str, Any]]]:
+    """:return: the runner's spec of ``task`` (its label budget set) and the arm's options"""
+    budget_index, extra = STUDIES[study]["arms"][arm]
+    spec = {key: value for key, value in protocol.TASKS[task].items() if key not in ("seeds", "budgets")}
+    spec["labels"] = protocol.TASKS[task]["budgets"][budget_index]
+    return spec, extra
+
+
+def arm_hash(study: str, task: str, arm: str) -> str:
+    """:return: the protocol's settings hash, for an arm of this study"""
+    spec, extra = arm_spec(study, task, arm)
+    return protocol.settings_digest(task, spec, extra)
+
+
+def result_path(study: str, task: str, arm: str, seed: int) -> Path:
+    return RESULTS / study / task / arm / f"seed{seed}.json"
+
+
+def run_job(study: str, task: str, arm: str, seed: int) -> str:
+    """One run of the study's own arms, fingerprinted as the protocol's runs are. :return: the JSON's path"""
+    spec, extra = arm_spec(study, task, arm)
+    path = result_path(study, task, arm, seed)
+    train_one(task, spec, arm, extra, seed, path)
+    result = json.loads(path.read_text())
+    result.update(settings_hash=arm_hash(study, task, arm), labels=spec["labels"], study=study)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    os.replace(tmp, path)
+    return str(path)
+
+
+def jobs(study: str) -> list[tuple[str, str, str, int]]:
+    """
+    :return: the study's own runs not yet done, seed by seed. The protocol's arms on these seeds come from the
+        protocol's own run (``benchmarks/quality/protocol.py run``, which does cartpole_balance first): running them
+        here too would race it for the same files.
+    """
+    config = STUDIES[study]
+    return [
+        (study, task, arm, seed)
+        for task in config["tasks"]
+        for seed in config["seeds"]
+        for arm in config["arms"]
+        if not result_path(study, task, arm, seed).exists()
+    ]
+
+
+def load(study: str, task: str, arm: str) -> dict[int, dict[str, Any]]:
+    """:return: the finished runs of one arm by seed, refusing one whose settings differ from the arm's now"""
+    own = arm in STUDIES[study]["arms"]
+    expected = arm_hash(study, task, arm) if own else settings_hash(task, arm)
+    runs = {}
+    for seed in STUDIES[study]["seeds"]:
+        path = result_path(study, task, arm, seed) if own else protocol.result_path(task, arm, seed)
+        if path.exists():
+            result = json.loads(path.read_text())
+            if result.get("settings_hash") != expected:
+                raise SystemExit(f"{path}: run with other settings than the arm's now; rerun it or restore them")
+            runs[seed] = result
+    return runs
+
+
+def report(study: str) -> None:
+    """Print the study's table: final return per seed, mean, ratio to PPO, CPU per run."""
+    import numpy as np
+
+    config = STUDIES[study]
+    arms = [*config["protocol_arms"], *config["arms"]]
+    for task in config["tasks"]:
+        runs = {arm: load(study, task, arm) for arm in arms}
+        seeds = [seed for seed in config["seeds"] if all(seed in runs[arm] for arm in arms)]
+        print(f"\n### {study}: {task}, seeds {', '.join(map(str, seeds))} (complete seeds only)\n")
+        print("| arm | " + " | ".join(f"seed {seed}" for seed in seeds) + " | mean | vs PPO | vs oracle | CPU s / run |")
+        print("|---|" + "---|" * (len(seeds) + 4))
+        if not seeds:
+            continue
+        ppo = np.mean([runs["ppo"][seed]["final"] for seed in seeds])
+        oracle = np.mean([runs["defaults_high"][seed]["final"] for seed in seeds])
+        for arm in arms:
+            finals = [runs[arm][seed]["final"] for seed in seeds]
+            cpu = np.mean([runs[arm][seed]["cpu_seconds"] for seed in seeds])
+            cells = " | ".join(f"{value:.1f}" for value in finals)
+            mean = float(np.mean(finals))
+            print(f"| {arm} | {cells} | {mean:.1f} | {mean / ppo:.2f} | {mean / oracle:.2f} | {cpu:.0f} |")
+        missing = {arm: sorted(set(config["seeds"]) - set(runs[arm])) for arm in arms}
+        print("\nnot finished: " + (", ".join(f"{arm} {seeds}" for arm, seeds in missing.items() if seeds) or "none"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["run", "report"])
+    parser.add_argument("--study", choices=sorted(STUDIES), default="rime")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    if args.command == "report":
+        report(args.study)
+        return
+    todo = jobs(args.study)
+    run_jobs(run_job, todo, args.workers)
+
+
+if __name__ == "__main__":
+    main()
