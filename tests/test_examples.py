@@ -17,6 +17,8 @@ SHELL_EXAMPLES = [
 ]
 PEBBLE = os.path.join(REPO, "examples", "train_PEBBLE.py")
 BAD_PEBBLE_OVERRIDE = (sys.executable, PEBBLE, "max_feedback")
+# One worker runs the module, so the examples are started once, not once per worker (scripts/test.sh: loadgroup).
+pytestmark = pytest.mark.xdist_group("examples")
 
 
 @pytest.fixture(scope="module")

@@ -31,9 +31,11 @@ from sb3_pref import RewardModel
 from sb3_pref.common.learner import PreferenceLearner
 from sb3_pref.human import HumanFeedbackCallback, HumanTeacher, RenderStateWrapper, SegmentRenderer
 
-pytestmark = pytest.mark.skipif(
-    chromium_path() is None, reason="chromium is not installed (Debian: apt-get install -y chromium)"
-)
+pytestmark = [
+    pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed (Debian: apt-get install -y chromium)"),
+    # one worker runs the module, so the module's browser is launched once (scripts/test.sh: --dist loadgroup)
+    pytest.mark.xdist_group("chromium-browser"),
+]
 
 
 def fed_learner(teacher: HumanTeacher, n_steps: int = 120) -> PreferenceLearner:

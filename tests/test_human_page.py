@@ -22,9 +22,11 @@ from sb3_pref.human import HumanTeacher, LabelStore
 from sb3_pref.human.__main__ import serve
 from sb3_pref.human.callbacks import LEARNED_LABEL
 
-pytestmark = pytest.mark.skipif(
-    chromium_path() is None, reason="chromium is not installed (Debian: apt-get install -y chromium)"
-)
+pytestmark = [
+    pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed (Debian: apt-get install -y chromium)"),
+    # one worker runs the module, so the module's browser is launched once (scripts/test.sh: --dist loadgroup)
+    pytest.mark.xdist_group("chromium-page"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -67,7 +67,7 @@ def test_labels_a_confident_model_finds_very_implausible_are_flipped_and_only_th
     # At the paper's flip_tau (0.001) this small model flips 6% of the wrong labels; at 0.1 (KL > 2.3 nats), measured:
     # 48 flipped, every one wrong, 68% of the wrong ones. A filter that flipped at random would be 30% precise.
     rime = RIMEFilter(flip_tau=0.1)
-    seg_0, seg_1, labels = rime(trainer, tensors)
+    _, _, labels = rime(trainer, tensors)
     kl = rime.label_kl(trainer, tensors).numpy()
     flipped = kl > rime.flip_threshold()
     assert flipped.sum() > 20 and wrong[flipped].mean() > 0.95 and flipped[wrong].mean() > 0.5
