@@ -321,8 +321,13 @@ class PreferenceController:
             if due:
                 self.log_round(learner.query_round())
                 self.num_interactions = 0
-            predicted = learner.predict_rewards(obs, actions)
-            self.writer.write_rewards(predicted, seen)
+            predicted, bonus = learner.predict_rewards_and_bonus(obs, actions, self.host.num_timesteps)
+            if bonus is None:
+                self.writer.write_rewards(predicted, seen)
+            else:  # RUNE: the policy explores where the members disagree; the logged agreement is the mean's
+                self.writer.write_rewards(predicted + bonus, seen)
+                logger.record("reward/rune_beta", learner.rune_weight(self.host.num_timesteps))
+                logger.record("reward/rune_bonus", float(bonus.mean()))
             if predicted.std() > 0 and true.std() > 0:
                 logger.record("reward/pred_true_corr", float(np.corrcoef(predicted.ravel(), true.ravel())[0, 1]))
         logger.record("reward/phase", self.rollout_phase)

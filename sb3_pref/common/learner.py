@@ -78,6 +78,9 @@ class PreferenceLearner:
         a model that has seen no label has nothing to disagree about yet; False uses ``feed_type`` from the start
     :param rime: filter the labels before each round with RIME's robust filter (:mod:`sb3_pref.common.rime`):
         train on those the ensemble finds plausible, flip those it finds very implausible
+    :param rune_beta: RUNE's exploration bonus weight at the start (0: off): rewards for the policy are the
+        ensemble's mean plus ``beta_t`` times its std over members
+    :param rune_decay: RUNE's decay of ``beta_t`` per env step
     :param seed: seed of the learner's generator (segment sampling, minibatch order): the learner stream
         of ``seed`` (:func:`~sb3_pref.common.teachers.stream_generator`), independent of a teacher
         seeded with the same number
@@ -107,6 +110,8 @@ class PreferenceLearner:
         seed: Optional[int] = None,
         schedule: str = "auto",
         rime: bool = False,
+        rune_beta: float = 0.0,
+        rune_decay: float = 0.0,
     ) -> None:
         self.feed_type = resolve_query_method(feed_type)
         self.schedule = check_schedule(schedule, "reward_schedule")
@@ -131,6 +136,7 @@ class PreferenceLearner:
         # change training plug in; assign a configured trainer of the same model to use them.
         self._trainer: Optional[RewardTrainer] = None
         self.label_filter: Optional[RIMEFilter] = RIMEFilter() if rime else None
+        self.rune_beta, self.rune_decay = float(rune_beta), float(rune_decay)
         self.teacher = teacher if teacher is not None else reward_model.teacher
         self.max_feed = int(max_feed)
         self.re_update = int(re_update)
@@ -195,10 +201,32 @@ class PreferenceLearner:
         """
         self.store.add(obs, actions, rewards, dones, extras=extras)
 
-    def predict_rewards(self, obs: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """Predicted rewards of encoded ``(..., obs_dim)`` / ``(..., act_dim)`` arrays, in one batched pass."""
-        mean, _ = self.reward_model.predict(np.concatenate([obs, actions], axis=-1))
-        return (mean - self.reward_shift) / self.reward_scale
+    def predict_rewards(self, obs: np.ndarray, actions: np.ndarray, num_timesteps: Optional[int] = None) -> np.ndarray:
+        """
+        Predicted rewards of encoded ``(..., obs_dim)`` / ``(..., act_dim)`` arrays, in one batched pass.
+
+        :param num_timesteps: the run's env steps so far: with RUNE on, the rewards carry its exploration bonus
+            (:meth:`predict_rewards_and_bonus`); None: the ensemble's mean only
+        """
+        rewards, bonus = self.predict_rewards_and_bonus(obs, actions, num_timesteps)
+        return rewards if bonus is None else rewards + bonus
+
+    def rune_weight(self, num_timesteps: int) -> float:
+        """:return: RUNE's ``beta_t = rune_beta * (1 - rune_decay) ** num_timesteps``"""
+        return self.rune_beta * (1.0 - self.rune_decay) ** num_timesteps
+
+    def predict_rewards_and_bonus(
+        self, obs: np.ndarray, actions: np.ndarray, num_timesteps: Optional[int] = None
+    ) -> tuple[np.ndarray, Optional[np.ndarray]]:
+        """
+        :return: the ensemble's mean reward (normalised as the policy's rewards are), and RUNE's bonus, ``beta_t``
+            times the members' std on the same scale (None when RUNE is off or ``num_timesteps`` is None)
+        """
+        mean, std = self.reward_model.predict(np.concatenate([obs, actions], axis=-1))
+        rewards = (mean - self.reward_shift) / self.reward_scale
+        if num_timesteps is None or self.rune_beta == 0.0:
+            return rewards, None
+        return rewards, (self.rune_weight(num_timesteps) * std / abs(self.reward_scale)).astype(rewards.dtype)
 
     # ------------------------------------------------------------- query round
     def segment_margin(self) -> float:

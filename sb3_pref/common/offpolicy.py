@@ -251,7 +251,8 @@ class ReplayRewardWriter:
         def reward_fn(obs: Observation, buffer_actions: np.ndarray) -> np.ndarray:
             # The reward model saw env actions (what the recorder copies); the buffer holds them in [-1, 1].
             actions = host.policy.unscale_action(buffer_actions)
-            return learner.predict_rewards(host._reward_features(obs), host._reward_actions(actions))
+            # RUNE's bonus (if on) at this relabelling's beta_t: it is refreshed with every relabelling
+            return learner.predict_rewards(host._reward_features(obs), host._reward_actions(actions), host.num_timesteps)
 
         n = relabel_replay_buffer(host.replay_buffer, reward_fn, chunk_size=host.relabel_chunk_size)
         self.relabelled_version = self._reward_version()

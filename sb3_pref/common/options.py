@@ -37,6 +37,8 @@ from sb3_pref.common.validation import (
     check_kl_target,
     check_reference_source,
     check_reward_model,
+    check_rune_beta,
+    check_rune_decay,
     check_samples,
     check_schedule_option,
     check_teacher_option,
@@ -214,6 +216,15 @@ PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
            doc="RIME's robust training for noisy teachers (Cheng et al. 2024; :mod:`~sb3_pref.common.rime`): before "
                "each round, train only on the labels the ensemble finds plausible and flip those it finds very "
                "implausible (the stored labels are kept). Logged as ``reward/rime_trusted`` and ``rime_flipped``"),
+    Option("rune_beta", float, 0.0, check=check_rune_beta, model_only=True, learner_arg="rune_beta",
+           bpref_flag="rune_beta",
+           doc="RUNE's exploration bonus (Liang et al. 2022): the policy's reward is the ensemble's mean plus "
+               "``beta_t`` times its std over members, ``beta_t = rune_beta * (1 - rune_decay) ** num_timesteps``. "
+               "0 (default) turns it off; RUNE used 0.05 with PEBBLE and a constant 0.01 with PrefPPO. The logged "
+               "agreement with the true reward is the mean's, without the bonus"),
+    Option("rune_decay", float, 0.0, check=check_rune_decay, model_only=True, learner_arg="rune_decay",
+           bpref_flag="rune_decay",
+           doc="RUNE's decay of ``beta_t`` per env step (1e-5 with PEBBLE); 0 keeps it constant"),
     Option("reset_critic", bool, True, families=(OFF_POLICY,),
            doc="reset the critic (both Q-networks, their targets, the critic's optimizer) when pretraining ends "
                "(PEBBLE), then take ``reset_update`` extra gradient steps; False keeps the critic trained on the "

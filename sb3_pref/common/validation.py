@@ -7,6 +7,7 @@ The ``(name, value) -> value`` checks are those of the preference options (:mod:
 """
 
 import json
+import math
 import os
 import re
 import zipfile
@@ -79,6 +80,20 @@ def check_kl_coef(name: str, value: Any) -> float:
     """A KL coefficient >= 0, as a float."""
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
+    return float(value)
+
+
+def check_rune_beta(name: str, value: Any) -> float:
+    """RUNE's bonus weight: a finite number >= 0 (0: no bonus)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0 (e.g. 0.05, RUNE's for PEBBLE; 0 turns it off), got {value!r}")
+    return float(value)
+
+
+def check_rune_decay(name: str, value: Any) -> float:
+    """RUNE's decay per env step: in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"{name} must be in [0, 1) (e.g. 1e-5, RUNE's for PEBBLE; 0 keeps beta constant), got {value!r}")
     return float(value)
 
 

@@ -205,6 +205,16 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
         help="RIME's robust label filter for noisy teachers: train on the labels the reward model finds plausible, "
         "flip the very implausible ones (0/1)",
     )
+    robust.add_argument(
+        "--rune-beta",
+        type=non_negative_float,
+        default=0.0,
+        help="RUNE's exploration bonus: the policy's reward is the ensemble mean plus beta_t x the members' std "
+        "(0: off; RUNE used 0.01 with PrefPPO, 0.05 with PEBBLE)",
+    )
+    robust.add_argument(
+        "--rune-decay", type=probability, default=0.0, help="RUNE's decay of beta_t per env step (1e-5 with PEBBLE)"
+    )
 
     teacher = parser.add_argument_group("scripted teacher (default: oracle)")
     teacher.add_argument(

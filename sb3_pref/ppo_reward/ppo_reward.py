@@ -162,6 +162,8 @@ class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, 
         n_eval_pairs: int = 256,
         first_round_uniform: bool = True,
         rime: bool = False,
+        rune_beta: float = 0.0,
+        rune_decay: float = 0.0,
         # PPO_REWARD's own: the update's value loss.
         value_loss: str = "sb3",
     ) -> None:

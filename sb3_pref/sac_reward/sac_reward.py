@@ -155,6 +155,8 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PP
         n_eval_pairs: int = 256,
         first_round_uniform: bool = True,
         rime: bool = False,
+        rune_beta: float = 0.0,
+        rune_decay: float = 0.0,
         reset_critic: bool = True,
         _init_setup_model: bool = True,
     ) -> None:
