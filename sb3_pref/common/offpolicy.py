@@ -58,6 +58,7 @@ class ReplayWriterHost(EntropySource, Protocol):
     replay_buffer: Any  # SB3's ReplayBuffer, swapped for an _EntropyRewardSampler during pretraining updates
     policy: Any  # a SACPolicy: unscale_action, critic, critic_target
     learning_starts: int
+    num_timesteps: int  # RUNE's beta_t at a relabelling
     reset_critic: bool
     reset_update: int
     relabel_chunk_size: int
