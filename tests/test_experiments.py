@@ -5,6 +5,7 @@ on synthetic logs (bootstrap intervals, IQM, normalisation by PPO).
 """
 
 import csv
+import glob
 import json
 import os
 import signal
@@ -23,6 +24,8 @@ from sb3_pref.experiments.flags import build_parser
 from sb3_pref.experiments.records import FINISHED, RunLock, RunRecord, read_csv_columns
 from sb3_pref.experiments.results import learning_curves, load_runs, score_table
 from sb3_pref.experiments.stats import bootstrap_ci, bootstrap_mean_curve, iqm, stratified_bootstrap_ci
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TINY = dict(
     n_envs=2,
@@ -50,6 +53,7 @@ def tiny_grid(output_dir, **changes):
         budgets=["20x10"],
         seeds=[0],
         checkpoint_every=500,
+        eval_episodes=1,  # the closing evaluation's 10 episodes of walker would cost more than the training
         hyperparameters=dict(TINY, total_timesteps=2500),
     )
     config.update(changes)
@@ -94,11 +98,31 @@ def test_config_expansion_and_precedence(tmp_path):
         ({"seed": 1}, "did you mean seeds"),
         ({"tasks": ["darkroom"], "algorithms": ["ppo"]}, "none of the algorithms"),
         ({"tasks": ["walker_wlak"]}, "walker_wlak"),
+        ({"eval_episodes": -1}, "eval_episodes: expected a number of episodes >= 0"),
+        ({"eval_episodes": True}, "eval_episodes"),
     ],
 )
 def test_config_errors_name_the_setting(tmp_path, change, message):
     with pytest.raises(ConfigError, match=message):
         load_config(tiny_grid(tmp_path, **change))
+
+
+def test_eval_episodes_reach_the_runs_and_change_the_fingerprint_only_when_set(tmp_path):
+    default, fewer = (load_config(tiny_grid(tmp_path, **change)).runs()[0] for change in ({"eval_episodes": 10}, {}))
+    assert default.eval_episodes == 10 and fewer.eval_episodes == 1  # tiny_grid asks 1
+    assert default.fingerprint() != fewer.fingerprint()  # the closing evaluation is part of the run's result
+    # a run.json written before the setting existed reads as 10 episodes, with the fingerprint it had then
+    old = default.to_dict()
+    del old["eval_episodes"]
+    assert RunSpec.from_dict(old) == default and RunSpec.from_dict(old).fingerprint() == default.fingerprint()
+    # committed runs from before the setting keep their recorded fingerprints: a finished grid is not rerun
+    committed = sorted(glob.glob(os.path.join(REPO, "benchmarks", "results", "*", "runs", "**", "run.json"), recursive=True))
+    assert len(committed) > 10
+    for path in committed:
+        with open(path) as handle:
+            record = json.load(handle)
+        assert "eval_episodes" not in record["spec"]
+        assert RunSpec.from_dict(record["spec"]).fingerprint() == record["fingerprint"], path
 
 
 def test_yaml_numbers_are_parsed_before_fingerprinting(tmp_path):

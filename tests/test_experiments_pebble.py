@@ -219,12 +219,10 @@ def _wait_for(condition, seconds, what):
         time.sleep(0.2)
 
 
-def test_pebble_grid_spends_its_budget_resumes_with_its_replay_buffer_and_skips_finished_runs(tmp_path, monkeypatch):
+def test_pebble_grid_spends_its_budget_resumes_with_its_replay_buffer_and_skips_finished_runs(tmp_path):
     pytest.importorskip("yaml")
-    from sb3_pref.experiments import training
-
-    # 2 episodes of the closing evaluation, not 10: a walker_walk episode is 1000 steps (the Pendulum-v1 test runs 10)
-    monkeypatch.setattr(training, "EVAL_EPISODES", 2)
+    # the grid asks 2 episodes of the closing evaluation, not 10: a walker_walk episode is 1000 steps (the
+    # Pendulum-v1 test runs the default 10)
     config = load_config(os.path.join(BENCHMARKS, "grid_pebble_smoke.yaml"), output_dir=str(tmp_path / "grid"))
     assert [run.run_id for run in config.runs()] == [PEBBLE_RUN, "sac/walker_walk/seed0"]
     plan_grid(config)

@@ -185,13 +185,12 @@ def test_a_registered_kind_is_listed_in_a_yaml_grid_with_its_keys_checked(tmp_pa
             load_config(_write_grid(tmp_path / f"bad{index}.yaml", algorithms, tasks, extra))
 
 
-def test_a_registered_kind_runs_beside_a_builtin_one_and_is_reported(tmp_path, toy_kind, monkeypatch):
+def test_a_registered_kind_runs_beside_a_builtin_one_and_is_reported(tmp_path, toy_kind):
     pytest.importorskip("yaml")
-    from sb3_pref.experiments import training
-
-    monkeypatch.setattr(training, "EVAL_EPISODES", 2)
-    # beside a built-in kind on the same task: each kind's settings go to its own runs
-    path = _write_grid(tmp_path / "grid.yaml", "{toy: {n_steps: 8}, ppo: {total_timesteps: 1000, use_sde: false}}")
+    # beside a built-in kind on the same task: each kind's settings go to its own runs; 2 evaluation episodes
+    path = _write_grid(
+        tmp_path / "grid.yaml", "{toy: {n_steps: 8}, ppo: {total_timesteps: 1000, use_sde: false}}", extra="eval_episodes: 2\n"
+    )
     config = load_config(path, output_dir=str(tmp_path / "out"))
     assert sorted(run.run_id for run in config.runs()) == [
         "ppo/CartPole-v1/seed0", "ppo/CartPole-v1/seed1", "toy/CartPole-v1/seed0", "toy/CartPole-v1/seed1",

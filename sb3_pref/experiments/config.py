@@ -29,7 +29,7 @@ from sb3_pref.experiments.axes import (
 )
 from sb3_pref.experiments.ppo_runs import bpref_args
 from sb3_pref.experiments.registry import RunKind, kind_names, run_kind
-from sb3_pref.experiments.spec import RunSpec
+from sb3_pref.experiments.spec import EVAL_EPISODES, RunSpec
 
 TOP_LEVEL_KEYS = (
     "extends",
@@ -44,6 +44,7 @@ TOP_LEVEL_KEYS = (
     "hyperparameters",
     "checkpoint_every",
     "keep_checkpoints",
+    "eval_episodes",
 )
 
 
@@ -62,6 +63,7 @@ class GridConfig:
     description: str = ""
     checkpoint_every: Optional[int] = None
     keep_checkpoints: bool = False
+    eval_episodes: int = EVAL_EPISODES
 
     def runs(self) -> list[RunSpec]:
         """Every run of the grid, ordered seed by seed (an interrupted grid has whole seeds done first)."""
@@ -99,6 +101,7 @@ class GridConfig:
             seed=seed,
             checkpoint_every=int(self.checkpoint_every or max(1, total // 10)),
             keep_checkpoints=self.keep_checkpoints,
+            eval_episodes=self.eval_episodes,
         )
         if not kind.learns_preferences:
             return [RunSpec(hyperparameters=dict(settings), **common)]
@@ -130,6 +133,17 @@ def _validate_run(run: RunSpec) -> None:
 def _kinds_on(kinds: Mapping[str, RunKind], task: str) -> list[str]:
     """The names of the kinds that run on ``task``."""
     return [name for name, kind in kinds.items() if kind.runs_on(task)]
+
+
+def _parse_run_settings(data: Mapping[str, Any]) -> tuple[Optional[int], int]:
+    """:return: the config's ``checkpoint_every`` (None: a tenth of each run) and ``eval_episodes``, checked"""
+    checkpoint_every = data.get("checkpoint_every")
+    if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
+        raise ConfigError(f"checkpoint_every: expected env steps >= 1, got {checkpoint_every!r}")
+    eval_episodes = data.get("eval_episodes", EVAL_EPISODES)
+    if isinstance(eval_episodes, bool) or not isinstance(eval_episodes, int) or eval_episodes < 0:
+        raise ConfigError(f"eval_episodes: expected a number of episodes >= 0 (0 skips the evaluation), got {eval_episodes!r}")
+    return checkpoint_every, eval_episodes
 
 
 def load_config(source: Union[str, os.PathLike, Mapping[str, Any]], output_dir: Optional[str] = None) -> GridConfig:
@@ -175,9 +189,7 @@ def load_config(source: Union[str, os.PathLike, Mapping[str, Any]], output_dir: 
         for algo in takers:
             if algo in settings:
                 _check_keys(settings[algo], kinds[algo].keys, f"tasks.{task}.{algo}")
-    checkpoint_every = data.get("checkpoint_every")
-    if checkpoint_every is not None and (not isinstance(checkpoint_every, int) or checkpoint_every < 1):
-        raise ConfigError(f"checkpoint_every: expected env steps >= 1, got {checkpoint_every!r}")
+    checkpoint_every, eval_episodes = _parse_run_settings(data)
     config = GridConfig(
         name=str(data.get("name") or default_name),
         description=str(data.get("description") or "").strip(),
@@ -190,6 +202,7 @@ def load_config(source: Union[str, os.PathLike, Mapping[str, Any]], output_dir: 
         hyperparameters=hyperparameters,
         checkpoint_every=checkpoint_every,
         keep_checkpoints=bool(data.get("keep_checkpoints", False)),
+        eval_episodes=eval_episodes,
     )
     runs = config.runs()
     seen: dict[str, RunSpec] = {}

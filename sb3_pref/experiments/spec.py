@@ -11,6 +11,8 @@ from typing import Any, Optional, cast
 
 from sb3_pref.experiments.axes import Budget
 
+#: episodes of the deterministic evaluation that closes a run, unless its grid says otherwise (``eval_episodes``)
+EVAL_EPISODES = 10
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -28,6 +30,8 @@ class RunSpec:
     :param budget: the feedback budget (the same kinds)
     :param checkpoint_every: env steps between checkpoints
     :param keep_checkpoints: keep the checkpoints once the run has finished
+    :param eval_episodes: episodes of the deterministic evaluation that closes the run (kinds with an ``eval_env``;
+        0 skips it)
     """
 
     algo: str
@@ -39,6 +43,7 @@ class RunSpec:
     budget: Optional[Budget] = None
     checkpoint_every: int = 100_000
     keep_checkpoints: bool = False
+    eval_episodes: int = EVAL_EPISODES
 
     @property
     def run_id(self) -> str:
@@ -66,10 +71,12 @@ class RunSpec:
     def fingerprint(self) -> str:
         """A hash of what decides the run's results (not of its checkpoint settings)."""
         content = {key: value for key, value in self.to_dict().items() if key not in ("checkpoint_every", "keep_checkpoints")}
+        if self.eval_episodes == EVAL_EPISODES:  # runs from before the setting existed keep their fingerprint
+            content.pop("eval_episodes")
         content.pop("budget", None)
         if self.budget is not None:
             content["budget"] = [self.budget.max_feed, self.budget.re_batch]
         return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-__all__ = ["RunSpec"]
+__all__ = ["EVAL_EPISODES", "RunSpec"]

@@ -40,7 +40,7 @@ from sb3_pref.experiments.records import (
     write_progress,
 )
 from sb3_pref.experiments.registry import EVAL_SEED_OFFSET, import_kind, run_kind
-from sb3_pref.experiments.spec import RunSpec
+from sb3_pref.experiments.spec import EVAL_EPISODES, RunSpec
 
 CHECKPOINT_DIR = "checkpoints"
 
@@ -111,8 +111,6 @@ def make_logger(run_dir: str, attempt: int, stdout: bool = True) -> Logger:
     return Logger(folder=run_dir, output_formats=formats)
 
 
-#: episodes of the deterministic evaluation that closes a run whose kind has an ``eval_env`` (ppo, prefppo, pebble, sac)
-EVAL_EPISODES = 10
 
 
 def evaluate_final_policy(
@@ -236,9 +234,9 @@ def _execute_locked(record: RunRecord, backend: str, stdout_log: bool) -> dict[s
             model.learn(remaining, callback=callback, reset_num_timesteps=checkpoint is None, **learn_kwargs)
         kind = run_kind(spec.algo)
         summary = kind.finish(model, spec, run_dir)
-        if kind.eval_env is not None:  # what a user of the trained model gets: its deterministic policy's return
+        if kind.eval_env is not None and spec.eval_episodes > 0:  # what a user of the trained model gets
             eval_env = kind.eval_env
-            summary.update(evaluate_final_policy(model, lambda: eval_env(spec), episodes=EVAL_EPISODES))
+            summary.update(evaluate_final_policy(model, lambda: eval_env(spec), episodes=spec.eval_episodes))
         cast(VecEnv, model.get_env()).close()  # every run's model is built with its env
         write_progress(run_dir)
         record.data["final"] = {**final_scores(run_dir), **summary}
