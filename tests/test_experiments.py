@@ -474,8 +474,11 @@ def test_a_gymnasium_task_runs_in_a_grid_with_sb3_style_settings(tmp_path):
         re_hidden_dim=32, re_num_layer=2, re_schedule="auto", re_initial_batch=12, re_input_norm=True,
     )  # fmt: skip
     config = load_config(
-        tiny_grid(tmp_path, tasks={"Pendulum-v1": {"budgets": ["16x4"]}}, hyperparameters=settings, checkpoint_every=1000)
-    )
+        tiny_grid(
+            tmp_path, tasks={"Pendulum-v1": {"budgets": ["16x4"]}}, hyperparameters=settings, checkpoint_every=1000,
+            eval_episodes=10,  # the default (Pendulum's 200-step episodes are cheap)
+        )
+    )  # fmt: skip
     ppo, pref = config.runs()
     args = bpref_args(pref)
     assert (args.gymnasium, args.metaworld, args.max_ep_len) == (True, False, 200)  # Pendulum's time limit
