@@ -7,6 +7,10 @@ import pytest
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The processes tests start (examples, the RL Zoo, grid workers, kill -9 scripts) inherit one thread each, as the
+# tests themselves run: torch's default of one thread per core made each child fight the other worker for the cores.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 
 @pytest.fixture(autouse=True, scope="session")
