@@ -109,7 +109,11 @@ def load(study: str, task: str, arm: str) -> dict[int, dict[str, Any]]:
 
 
 def report(study: str) -> None:
-    """Print the study's table: final return per seed, mean, ratio to PPO, CPU per run."""
+    """
+    Print the study's table: final return per seed and its mean; the score normalised as the protocol normalises it,
+    ``(R - random) / (PPO - random)`` on the same seeds, and against the oracle arm; the learned reward's agreement
+    with the true one on fresh pairs at the end; seeds ending above their start; CPU per run.
+    """
     import numpy as np
 
     config = STUDIES[study]
@@ -117,21 +121,47 @@ def report(study: str) -> None:
     for task in config["tasks"]:
         runs = {arm: load(study, task, arm) for arm in arms}
         seeds = [seed for seed in config["seeds"] if all(seed in runs[arm] for arm in arms)]
-        print(f"\n### {study}: {task}, seeds {', '.join(map(str, seeds))} (complete seeds only)\n")
-        print("| arm | " + " | ".join(f"seed {seed}" for seed in seeds) + " | mean | vs PPO | vs oracle | CPU s / run |")
-        print("|---|" + "---|" * (len(seeds) + 4))
+        print(f"\n### {study}: {task}, seeds {', '.join(map(str, seeds))} (the seeds every arm has finished)\n")
+        header = " | ".join(f"seed {seed}" for seed in seeds)
+        print(f"| arm | {header} | mean | score vs PPO | vs oracle | reward agreement | above start | CPU s / run |")
+        print("|---|" + "---|" * (len(seeds) + 6))
         if not seeds:
             continue
-        ppo = np.mean([runs["ppo"][seed]["final"] for seed in seeds])
-        oracle = np.mean([runs["defaults_high"][seed]["final"] for seed in seeds])
+        random = protocol_random(task)
+        ppo = np.mean([runs["ppo"][seed]["final"] for seed in seeds]) - random
+        oracle = np.mean([runs["defaults_high"][seed]["final"] for seed in seeds]) - random
         for arm in arms:
             finals = [runs[arm][seed]["final"] for seed in seeds]
-            cpu = np.mean([runs[arm][seed]["cpu_seconds"] for seed in seeds])
-            cells = " | ".join(f"{value:.1f}" for value in finals)
             mean = float(np.mean(finals))
-            print(f"| {arm} | {cells} | {mean:.1f} | {mean / ppo:.2f} | {mean / oracle:.2f} | {cpu:.0f} |")
+            cpu = np.mean([runs[arm][seed]["cpu_seconds"] for seed in seeds])
+            agreement = [runs[arm][seed].get("oracle_agreement") for seed in seeds]
+            agree = f"{np.mean(agreement):.3f}" if None not in agreement else "-"
+            above = sum(runs[arm][seed]["final"] > runs[arm][seed]["start"] + 250 for seed in seeds)
+            cells = " | ".join(f"{value:.1f}" for value in finals)
+            print(
+                f"| {arm} | {cells} | {mean:.1f} | {(mean - random) / ppo:.2f} | {(mean - random) / oracle:.2f} | "
+                f"{agree} | {above} of {len(seeds)} | {cpu:.0f} |"
+            )
+        own = list(config["arms"])
+        every = [seed for seed in config["seeds"] if all(seed in runs[arm] for arm in own)]
+        if every != seeds:  # the study's arms on more seeds than the protocol's have reached
+            print(f"\nThe study's arms alone, seeds {', '.join(map(str, every))}:\n")
+            print("| arm | " + " | ".join(f"seed {seed}" for seed in every) + " | mean | reward agreement |")
+            print("|---|" + "---|" * (len(every) + 2))
+            for arm in own:
+                finals = [runs[arm][seed]["final"] for seed in every]
+                agreement = np.mean([runs[arm][seed]["oracle_agreement"] for seed in every])
+                print(f"| {arm} | " + " | ".join(f"{v:.1f}" for v in finals) + f" | {np.mean(finals):.1f} | {agreement:.3f} |")
         missing = {arm: sorted(set(config["seeds"]) - set(runs[arm])) for arm in arms}
         print("\nnot finished: " + (", ".join(f"{arm} {seeds}" for arm, seeds in missing.items() if seeds) or "none"))
+
+
+def protocol_random(task: str) -> float:
+    """:return: a uniform random policy's return on ``task``, the protocol's zero"""
+    sys.path.insert(0, str(HERE.parent / "quality"))
+    from report import RANDOM
+
+    return float(RANDOM[task])
 
 
 def main() -> None:
