@@ -2,7 +2,7 @@
 The diagnostic behind the RIME section of README.md, on development seeds only: one cartpole_balance run (120k
 steps, 1000 labels, the defaults and the README demo's PPO) with a teacher that flips a share of its answers, its
 logger's CSV kept, so that RIME's per-round numbers (``reward/rime_trusted``, ``rime_flipped``, ``rime_threshold``)
-can be read. Results: ``results/rime_dev/<tag>.csv`` and ``<tag>.txt`` (final return over 10 episodes, the reward's
+can be read. Results: ``results/rime_dev/<tag>/progress.csv`` and ``<tag>.txt`` (final return over 10 episodes, the reward's
 agreement with the true one on 2000 fresh pairs).
 
     python benchmarks/successors/rime_dev_probe.py TAG SEED MISTAKE {default,uniform} [plain]
