@@ -158,8 +158,7 @@ def report(study: str) -> None:
 
 def protocol_random(task: str) -> float:
     """:return: a uniform random policy's return on ``task``, the protocol's zero"""
-    sys.path.insert(0, str(HERE.parent / "quality"))
-    from report import RANDOM
+    from report import RANDOM  # benchmarks/quality/report.py, on the path since the top of this file
 
     return float(RANDOM[task])
 
