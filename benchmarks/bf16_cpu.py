@@ -17,12 +17,12 @@ import time
 import numpy as np
 import torch as th
 
-from sb3_pref.common.preferences import PreferenceDataset
-from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, RewardModel
-from sb3_pref.common.reward_trainer import RewardTrainer
-from sb3_pref.common.reward_training import cpu_bf16_flags, resolve_train_dtype
-from sb3_pref.common.segments import SegmentBatch
-from sb3_pref.common.teachers import ScriptedTeacher
+from sb3_pref.core.preferences import PreferenceDataset
+from sb3_pref.core.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, RewardModel
+from sb3_pref.core.reward_trainer import RewardTrainer
+from sb3_pref.core.reward_training import cpu_bf16_flags, resolve_train_dtype
+from sb3_pref.core.segments import SegmentBatch
+from sb3_pref.core.teachers import ScriptedTeacher
 
 NETWORKS = {
     "defaults (3 members of 2 x 64)": dict(),

@@ -36,12 +36,14 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 import sb3_pref
 from sb3_pref import PPO_REWARD, PreferenceLearner, RewardModel
-from sb3_pref.common import phases
-from sb3_pref.common.entropy import StateEntropyReward
-from sb3_pref.common.reward_model import BPREF_N_LAYERS
-from sb3_pref.common.reward_training import resolve_train_dtype
-from sb3_pref.common.rollout import PHASE_PRETRAIN, RolloutRecorder
-from sb3_pref.common.sb3_glue import PreferenceRewardMixin
+from sb3_pref.common import rollout_writer
+from sb3_pref.common.controller import PHASE_PRETRAIN
+from sb3_pref.common.onpolicy import PreferenceRewardMixin
+from sb3_pref.common.rollout import RolloutRecorder
+from sb3_pref.core.entropy import StateEntropyReward
+from sb3_pref.core.reward_model import BPREF_N_LAYERS
+from sb3_pref.core.reward_trainer import RewardTrainer
+from sb3_pref.core.reward_training import resolve_train_dtype
 from sb3_pref.envs import make_vec_dmcontrol_env
 
 # Breakdown rows: (label, how the value is derived from the raw timers). Raw timers nest
@@ -137,9 +139,9 @@ def instrument_library() -> None:
     TIMER.patch(PreferenceLearner, "_select", "select")
     TIMER.patch(PreferenceLearner, "oracle_agreement", "agreement")
     TIMER.patch(PreferenceLearner, "predict_rewards", "predict")
-    TIMER.patch(RewardModel, "train", "reward_train")
-    # Looked up in the phases module's namespace at call time, so patching the module attribute is enough.
-    TIMER.patch(phases, "relabel_rollout", "relabel")
+    TIMER.patch(RewardTrainer, "fit", "reward_train")
+    # Looked up in the writer module's namespace at call time, so patching the module attribute is enough.
+    TIMER.patch(rollout_writer, "relabel_rollout", "relabel")
 
 
 def build(algo: str, args: argparse.Namespace) -> OnPolicyAlgorithm:

@@ -25,7 +25,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref import PPO_REWARD, SAC_REWARD, RewardModel
 from sb3_pref.common.offpolicy import relabel_replay_buffer
-from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS
+from sb3_pref.core.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS
 from sb3_pref.envs.dmc import make_vec_dmcontrol_env
 
 

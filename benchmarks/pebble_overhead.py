@@ -37,10 +37,10 @@ from stable_baselines3 import SAC
 
 import sb3_pref
 from sb3_pref import SAC_REWARD, RewardModel
-from sb3_pref.common.entropy import StateEntropyReward
-from sb3_pref.common.learner import PreferenceLearner
 from sb3_pref.common.offpolicy import ReplayRewardWriter
 from sb3_pref.common.rollout import RolloutRecorder
+from sb3_pref.core.entropy import StateEntropyReward
+from sb3_pref.core.learner import PreferenceLearner
 from sb3_pref.envs import make_benchmark_vec_env
 
 PHASES = {

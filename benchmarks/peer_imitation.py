@@ -100,7 +100,7 @@ def run_sb3_pref(env_id: str, seed: int, steps: int, comparisons: int) -> Any:
     from stable_baselines3.common.env_util import make_vec_env
 
     from sb3_pref import PPO_REWARD
-    from sb3_pref.common.reward_model import RewardModel
+    from sb3_pref.core.reward_model import RewardModel
 
     venv = make_vec_env(env_id, n_envs=N_ENVS, seed=seed)
     # The README demo's schedule: half the comparisons at the first round, the rest over the next rounds,

@@ -24,8 +24,8 @@ from typing import Any, Optional
 import numpy as np
 import torch as th
 
-from sb3_pref.common.reward_model import RewardModel
-from sb3_pref.common.reward_trainer import RewardTrainer
+from sb3_pref.core.reward_model import RewardModel
+from sb3_pref.core.reward_trainer import RewardTrainer
 from sb3_pref.experiments.config import load_config
 from sb3_pref.experiments.training import _build_bpref
 

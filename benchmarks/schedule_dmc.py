@@ -20,7 +20,7 @@ import numpy as np
 import torch as th
 
 from sb3_pref import PreferenceLearner, RewardModel
-from sb3_pref.common.teachers import ScriptedTeacher
+from sb3_pref.core.teachers import ScriptedTeacher
 from sb3_pref.envs import make_vec_dmcontrol_env
 
 

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from test_ppo_reward import PENDULUM_TRACKING_KWARGS, SMALL_NET, pendulum, reward_model_for  # noqa: E402  (the test's own settings)
 
 from sb3_pref import PPO_REWARD  # noqa: E402
-from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS  # noqa: E402
+from sb3_pref.core.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS  # noqa: E402
 
 STEPS = 10_240
 BPREF_NET = {"hidden_dim": BPREF_HIDDEN_DIM, "n_layers": BPREF_N_LAYERS, "lr": 3e-4}

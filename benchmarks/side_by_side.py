@@ -33,7 +33,7 @@ import torch as th
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import overhead  # the sibling script: settings, builder and phase timers
 
-from sb3_pref.common.sb3_glue import PreferenceRewardMixin
+from sb3_pref.common.onpolicy import PreferenceRewardMixin
 
 VARIANTS = {"PPO": None, "PPO_REWARD auto": "auto", "PPO_REWARD bpref": "bpref"}
 

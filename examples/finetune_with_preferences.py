@@ -36,7 +36,7 @@ from stable_baselines3.common.env_util import make_vec_env
 import sb3_pref  # noqa: F401  (registers the dm_control ids)
 from sb3_pref import PPO_REWARD, RewardModel
 from sb3_pref.common.rlhf import RLHF_PRESET, load_reference_policy
-from sb3_pref.common.teachers import RewardSegments, ScriptedTeacher
+from sb3_pref.core.teachers import RewardSegments, ScriptedTeacher
 
 NET = {"net_arch": [64, 64]}
 PPO_SETTINGS: dict[str, Any] = dict(n_steps=512, batch_size=256, n_epochs=10, gae_lambda=0.95, gamma=0.99)

@@ -4,12 +4,12 @@ from typing import TYPE_CHECKING, Any
 
 # Registers the benchmark tasks' gymnasium ids (B-Pref's names) without importing dm_control or Meta-World.
 import sb3_pref.envs  # noqa: F401
-from sb3_pref.common.learner import PreferenceLearner
-from sb3_pref.common.preferences import PreferenceDataset
-from sb3_pref.common.query import QUERY_METHODS
-from sb3_pref.common.reward_model import RewardModel
-from sb3_pref.common.segments import SegmentBatch, SegmentStore
-from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
+from sb3_pref.core.learner import PreferenceLearner
+from sb3_pref.core.preferences import PreferenceDataset
+from sb3_pref.core.query import QUERY_METHODS
+from sb3_pref.core.reward_model import RewardModel
+from sb3_pref.core.segments import SegmentBatch, SegmentStore
+from sb3_pref.core.teachers import BaseTeacher, ScriptedTeacher
 from sb3_pref.ppo_reward import PPO_REWARD, PrefPPO
 from sb3_pref.sac_reward import PEBBLE, SAC_REWARD
 

@@ -15,7 +15,7 @@ import numpy as np
 from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_pref import PPO_REWARD, RewardModel
-from sb3_pref.common.segments import SegmentBatch
+from sb3_pref.core.segments import SegmentBatch
 from sb3_pref.human import RenderStateWrapper
 
 CHROMIUM_ARGS = [

@@ -7,8 +7,8 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 from sb3_pref import PPO_REWARD, PreferenceLearner, RewardModel, ScriptedTeacher
-from sb3_pref.common.entropy import StateEntropyReward
-from sb3_pref.common.teachers import BaseTeacher
+from sb3_pref.core.entropy import StateEntropyReward
+from sb3_pref.core.teachers import BaseTeacher
 from sb3_pref.envs.darkroom import DarkRoom
 from sb3_pref.envs.trial import TrialWrapper
 from sb3_pref.rl2 import RL2

@@ -148,7 +148,7 @@ def test_mkdocs_build_strict(tmp_path):
     # Docstring roles become links (docs/hooks/sphinx_roles.py), never the literal ":class:" text.
     api = (tmp_path / "site" / "api-core" / "index.html").read_text(encoding="utf-8")
     assert not re.search(r":(class|func|meth):<code>", api)
-    assert 'href="#sb3_pref.common.reward_model.RewardModel"' in api
+    assert 'href="#sb3_pref.core.reward_model.RewardModel"' in api
     # Sphinx's literal-block marker prints as one colon, as Sphinx prints it, not as "work::".
     algorithms = (tmp_path / "site" / "api-algorithms" / "index.html").read_text(encoding="utf-8")
     assert "work::" not in algorithms and "Both call shapes work:" in algorithms

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from sb3_pref.common.entropy import StateEntropyReward
+from sb3_pref.core.entropy import StateEntropyReward
 
 
 def brute_force_knn(queries: np.ndarray, stored: np.ndarray, k: int) -> np.ndarray:

@@ -9,7 +9,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_pref import PPO_REWARD, SAC_REWARD, RewardModel
-from sb3_pref.common.feedback_plan import FeedbackPlan, plan_feedback
+from sb3_pref.core.feedback_plan import FeedbackPlan, plan_feedback
 
 SMALL_NET = {"net_arch": [32, 32]}
 

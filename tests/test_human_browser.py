@@ -28,7 +28,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_pref import RewardModel
-from sb3_pref.common.learner import PreferenceLearner
+from sb3_pref.core.learner import PreferenceLearner
 from sb3_pref.human import HumanFeedbackCallback, HumanTeacher, RenderStateWrapper, SegmentRenderer
 
 pytestmark = [

@@ -13,7 +13,7 @@ from human_helpers import pair_rows, pendulum_segments, request, server_base, sm
 from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_pref import PPO_REWARD, PreferenceDataset, RewardModel
-from sb3_pref.common.reward_trainer import RewardTrainer
+from sb3_pref.core.reward_trainer import RewardTrainer
 from sb3_pref.human import HumanTeacher, LabelStore, RenderStateWrapper
 from sb3_pref.human.store import AnswerConflictError, UnknownQueryError
 

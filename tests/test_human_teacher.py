@@ -9,7 +9,7 @@ import pytest
 from human_helpers import pair_rows, pendulum_segments, request, server_base, small_pendulum_model, wait_for
 
 from sb3_pref import RewardModel, ScriptedTeacher
-from sb3_pref.common.learner import PreferenceLearner
+from sb3_pref.core.learner import PreferenceLearner
 from sb3_pref.human import HumanFeedbackCallback, HumanTeacher, MixedTeacher
 
 

@@ -113,7 +113,7 @@ def test_the_circle_finder_finds_a_deferred_circle_and_ignores_type_checking(tmp
 def test_no_new_import_circles():
     modules = module_files()
     edges = {name: imported_modules(path, name, modules) for name, path in modules.items()}
-    assert len(modules) > 80 and edges["sb3_pref.common.algorithm"] >= {"sb3_pref.common.learner"}
+    assert len(modules) > 80 and edges["sb3_pref.common.algorithm"] >= {"sb3_pref.core.learner"}
     found = circles(edges)
     new = [sorted(circle) for circle in found if circle not in KNOWN_CIRCLES]
     gone = [sorted(circle) for circle in KNOWN_CIRCLES if circle not in found]
@@ -122,14 +122,17 @@ def test_no_new_import_circles():
 
 
 def test_the_developer_page_lists_the_core_bottom_up():
-    """``docs/dev/core-interfaces.md`` names every module of ``sb3_pref/common`` in an order its imports follow."""
+    """``docs/dev/core-interfaces.md`` names every module of ``sb3_pref/core`` and ``sb3_pref/common`` in an order
+    its imports follow, the core's first."""
     import re
 
     with open(os.path.join(REPO, "docs", "dev", "core-interfaces.md"), encoding="utf-8") as handle:
-        order = re.findall(r"^\| `(\w+)\.py` \|", handle.read(), flags=re.MULTILINE)
+        order = re.findall(r"^\| `(core|common)/(\w+)\.py` \|", handle.read(), flags=re.MULTILINE)
     modules = module_files()
-    position = {f"sb3_pref.common.{name}": index for index, name in enumerate(order)}
-    assert set(position) == {name for name in modules if name.startswith("sb3_pref.common.")}
+    position = {f"sb3_pref.{room}.{name}": index for index, (room, name) in enumerate(order)}
+    rooms = ("sb3_pref.core.", "sb3_pref.common.")
+    assert set(position) == {name for name in modules if name.startswith(rooms)}
+    assert [room for room, _ in order] == sorted((room for room, _ in order), key=lambda room: room != "core")
     upward = [
         f"{name} imports {imported}"
         for name, index in position.items()
@@ -137,3 +140,32 @@ def test_the_developer_page_lists_the_core_bottom_up():
         if position.get(imported, -1) > index
     ]
     assert not upward, f"imports below their module in the page's table (fix the import or the table): {upward}"
+
+
+def test_the_core_imports_no_glue_and_no_sb3_algorithm():
+    """The preference core is the same for every algorithm: it imports nothing of the glue, the algorithms or the
+    tooling of this package, and of SB3 only its utilities (no algorithm, buffer or policy)."""
+    modules = module_files()
+    core = [name for name in modules if name.startswith("sb3_pref.core.")]
+    assert len(core) >= 15
+    leaks = [
+        f"{name} imports {imported}"
+        for name in core
+        for imported in imported_modules(modules[name], name, modules)
+        if not imported.startswith("sb3_pref.core")
+    ]
+    sb3_allowed = ("stable_baselines3.common.running_mean_std", "stable_baselines3.common.preprocessing")
+    for name in core:
+        tree = ast.parse(open(modules[name], encoding="utf-8").read())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            leaks += [
+                f"{name} imports {found}"
+                for found in names
+                if found.startswith(("stable_baselines3", "sb3_contrib")) and found not in sb3_allowed
+            ]
+    assert not leaks, f"the core must not lean on the glue or SB3's algorithms: {leaks}"

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch as th
 
-from sb3_pref.common import learner as learner_module
-from sb3_pref.common.learner import PreferenceLearner
-from sb3_pref.common.reward_model import RewardModel
-from sb3_pref.common.teachers import ScriptedTeacher
+from sb3_pref.core import learner as learner_module
+from sb3_pref.core.learner import PreferenceLearner
+from sb3_pref.core.reward_model import RewardModel
+from sb3_pref.core.teachers import ScriptedTeacher
 
 OBS_DIM, ACT_DIM, N_ENVS, HORIZON = 3, 1, 3, 10
 EPISODE_LENGTHS = (40, 55, 70)  # the envs end episodes at different times

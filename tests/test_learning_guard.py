@@ -3,7 +3,7 @@ The learning-quality guard (issues 23 and 42): the README's demo must teach the 
 
 The demo (``examples/quickstart.py``) trains PPO_REWARD on cartpole_balance from 400 oracle labels, with nothing
 set but the reward model, the teacher and the label budget: the schedule is the library's default plan for the
-budget (``sb3_pref.common.feedback_plan``), so the guard guards the defaults.
+budget (``sb3_pref.core.feedback_plan``), so the guard guards the defaults.
 
 The guard runs the whole demo budget, one ``learn(120_000)`` call, on each of ``GUARD_SEEDS`` and judges the *final*
 deterministic true return (5 episodes): it must end above the seed's own start by ``MARGIN``. The seeds were fixed

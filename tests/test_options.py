@@ -11,6 +11,7 @@ from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_pref import PPO_REWARD, SAC_REWARD, RewardModel
 from sb3_pref.common.offpolicy import OffPolicyPreferenceMixin
+from sb3_pref.common.onpolicy import PreferenceRewardMixin
 from sb3_pref.common.options import (
     DOCS_MARKER,
     OFF_POLICY,
@@ -22,7 +23,6 @@ from sb3_pref.common.options import (
     option_doc_lines,
     options_of,
 )
-from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 from sb3_pref.rl2 import RL2
 
 SMALL = dict(n_steps=64, batch_size=64, n_epochs=1, policy_kwargs={"net_arch": [16]}, seed=0)

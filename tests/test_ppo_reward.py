@@ -13,9 +13,9 @@ from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.ppo import MlpPolicy
 
 from sb3_pref import PPO_REWARD, PrefPPO, RewardModel
-from sb3_pref.common.learner import PreferenceLearner
-from sb3_pref.common.rollout import PHASE_PREFERENCE, PHASE_PRETRAIN
-from sb3_pref.common.sb3_glue import PreferenceRewardMixin
+from sb3_pref.common.controller import PHASE_PREFERENCE, PHASE_PRETRAIN
+from sb3_pref.common.onpolicy import PreferenceRewardMixin
+from sb3_pref.core.learner import PreferenceLearner
 
 SMALL_NET = {"net_arch": [32, 32]}
 

@@ -4,8 +4,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sb3_pref.common.preferences import PreferenceDataset
-from sb3_pref.common.segments import SegmentBatch
+from sb3_pref.core.preferences import PreferenceDataset
+from sb3_pref.core.segments import SegmentBatch
 
 H, OBS_DIM, ACT_DIM = 4, 3, 2
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from sb3_pref.common.preprocessing import FeatureEncoder, describe_space, space_from_description
+from sb3_pref.core.preprocessing import FeatureEncoder, describe_space, space_from_description
 
 
 def test_box_and_int_dims_flatten_to_float32_rows():

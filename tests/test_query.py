@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch as th
 
-from sb3_pref.common.query import (
+from sb3_pref.core.query import (
     QUERY_METHODS,
     candidate_count,
     disagreement_scores,

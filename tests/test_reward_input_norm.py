@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch as th
 
-from sb3_pref.common.ensemble import INPUT_CLIP
-from sb3_pref.common.preferences import PreferenceDataset
-from sb3_pref.common.reward_model import RewardModel
-from sb3_pref.common.reward_trainer import RewardTrainer
-from sb3_pref.common.segments import SegmentBatch
-from sb3_pref.common.teachers import ScriptedTeacher
+from sb3_pref.core.ensemble import INPUT_CLIP
+from sb3_pref.core.preferences import PreferenceDataset
+from sb3_pref.core.reward_model import RewardModel
+from sb3_pref.core.reward_trainer import RewardTrainer
+from sb3_pref.core.segments import SegmentBatch
+from sb3_pref.core.teachers import ScriptedTeacher
 
 HORIZON = 10
 # The reward depends on the four observation features (unit scale); the two action features carry none

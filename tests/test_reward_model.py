@@ -3,11 +3,11 @@ import pytest
 import torch as th
 from gymnasium import spaces
 
-from sb3_pref.common.preferences import PreferenceDataset
-from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, EnsembleLinear, RewardModel
-from sb3_pref.common.reward_trainer import RewardTrainer
-from sb3_pref.common.segments import SegmentBatch
-from sb3_pref.common.teachers import ScriptedTeacher
+from sb3_pref.core.preferences import PreferenceDataset
+from sb3_pref.core.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, EnsembleLinear, RewardModel
+from sb3_pref.core.reward_trainer import RewardTrainer
+from sb3_pref.core.segments import SegmentBatch
+from sb3_pref.core.teachers import ScriptedTeacher
 
 OBS_DIM, ACT_DIM, HORIZON = 4, 2, 10
 # True reward: tanh of a fixed linear map of concat(obs, action), per step.
@@ -514,7 +514,7 @@ def test_bpref_schedule_is_b_prefs_loop_bit_for_bit(data):
 
 
 def test_held_out_folds_leave_each_member_one_fold():
-    from sb3_pref.common.reward_training import N_FOLDS, held_out_folds
+    from sb3_pref.core.reward_training import N_FOLDS, held_out_folds
 
     # 1002 pairs: folds 0 and 1 hold 101 pairs, fold 2 holds 100; rows are cut to the shortest
     train, val = held_out_folds(1002, 3, th.device("cpu"))
@@ -596,7 +596,7 @@ def test_all_equal_round_stops_after_one_pass_as_in_b_pref(monkeypatch):
 
 
 def test_train_dtype_auto_follows_the_hardware(monkeypatch):
-    from sb3_pref.common import reward_training
+    from sb3_pref.core import reward_training
 
     model = RewardModel(OBS_DIM, ACT_DIM, hidden_dim=8, device="cpu")
     # this machine's choice follows its flags: bf16 is emulated (measured 4x slower) on CPUs without AMX /
@@ -615,7 +615,7 @@ def test_train_dtype_auto_follows_the_hardware(monkeypatch):
 
 
 def test_learner_trains_on_each_rounds_new_labels_and_checks_the_schedule():
-    from sb3_pref.common.learner import PreferenceLearner
+    from sb3_pref.core.learner import PreferenceLearner
 
     model = RewardModel(OBS_DIM, ACT_DIM, seed=0, mb_size=64, **SMALL)
     learner = PreferenceLearner(model, n_envs=2, teacher=ScriptedTeacher.preset("oracle", seed=0), max_feed=256, seed=0)

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch as th
 
-from sb3_pref.common.preferences import PreferenceDataset
-from sb3_pref.common.reward_model import RewardModel
-from sb3_pref.common.reward_trainer import RewardTrainer
-from sb3_pref.common.teachers import ScriptedTeacher
+from sb3_pref.core.preferences import PreferenceDataset
+from sb3_pref.core.reward_model import RewardModel
+from sb3_pref.core.reward_trainer import RewardTrainer
+from sb3_pref.core.teachers import ScriptedTeacher
 from tests.test_reward_model import ACT_DIM, OBS_DIM, SMALL, TRUE_WEIGHTS, make_segments
 
 
@@ -101,7 +101,7 @@ def test_a_loss_term_adds_to_the_loss_and_its_gradient_moves_the_weights():
 
 
 def test_the_learner_trains_through_its_trainer_and_refuses_another_models():
-    from sb3_pref.common.learner import PreferenceLearner
+    from sb3_pref.core.learner import PreferenceLearner
 
     model = RewardModel(OBS_DIM, ACT_DIM, seed=0, mb_size=20, **SMALL)
     learner = PreferenceLearner(model, n_envs=1, teacher=ScriptedTeacher(seed=0), max_feed=40, seed=0)

@@ -7,10 +7,10 @@ import pytest
 import torch as th
 
 from sb3_pref import PPO_REWARD, SAC_REWARD, RewardModel
-from sb3_pref.common.preferences import PreferenceDataset
-from sb3_pref.common.reward_trainer import RewardTrainer
-from sb3_pref.common.rime import RIMEFilter
-from sb3_pref.common.teachers import ScriptedTeacher
+from sb3_pref.core.preferences import PreferenceDataset
+from sb3_pref.core.reward_trainer import RewardTrainer
+from sb3_pref.core.rime import RIMEFilter
+from sb3_pref.core.teachers import ScriptedTeacher
 from sb3_pref.experiments.flags import build_parser
 from tests.test_reward_model import ACT_DIM, OBS_DIM, SMALL, make_segments
 from tests.test_reward_trainer import agreement, labelled

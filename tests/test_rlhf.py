@@ -11,8 +11,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_pref import PPO_REWARD, RewardModel
-from sb3_pref.common.learner import PreferenceLearner
 from sb3_pref.common.rlhf import RLHF_PRESET, ReferenceKL, adaptive_kl_coef, fit_gain_bias, load_reference_policy, whiten
+from sb3_pref.core.learner import PreferenceLearner
 
 NET = {"net_arch": [16, 16]}
 N_STEPS = 64

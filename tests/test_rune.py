@@ -6,7 +6,7 @@ import pytest
 from stable_baselines3.common.callbacks import BaseCallback
 
 from sb3_pref import PPO_REWARD, SAC_REWARD, RewardModel
-from sb3_pref.common.learner import PreferenceLearner
+from sb3_pref.core.learner import PreferenceLearner
 from sb3_pref.experiments.flags import build_parser
 
 

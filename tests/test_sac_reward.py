@@ -12,8 +12,8 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
 from sb3_pref import PEBBLE, SAC_REWARD, RewardModel
+from sb3_pref.common.controller import PHASE_PREFERENCE, PHASE_PRETRAIN
 from sb3_pref.common.offpolicy import OffPolicyPreferenceMixin, _EntropyRewardSampler, relabel_replay_buffer
-from sb3_pref.common.rollout import PHASE_PREFERENCE, PHASE_PRETRAIN
 
 # Small networks: the behaviour under test does not depend on their size.
 SMALL = dict(batch_size=32, policy_kwargs={"net_arch": [32, 32]}, learning_starts=40, buffer_size=5000, seed=0)
@@ -108,7 +108,7 @@ def test_pretraining_trains_on_the_entropy_reward_then_resets_the_critic_as_pebb
 
 def test_without_the_critic_reset_and_the_uniform_first_round_pretraining_ends_as_asked():
     """PEBBLE's two details as options: reset_critic=False keeps the critic, first_round_uniform=False uses feed_type."""
-    from sb3_pref.common.query import resolve_query_method
+    from sb3_pref.core.query import resolve_query_method
 
     env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
     model = _model(env, unsuper_step=100, num_interaction=1000, reset_critic=False, first_round_uniform=False,
@@ -135,7 +135,7 @@ def test_without_the_critic_reset_and_the_uniform_first_round_pretraining_ends_a
 def test_pretraining_looks_up_the_entropy_reward_and_trains_as_with_the_search(monkeypatch):
     # The sampler reads the k-NN distances of the rows it drew instead of searching the whole set per batch
     # (PEBBLE's cost during pretraining); the same run with the search must end with the same networks.
-    from sb3_pref.common.entropy import StateEntropyReward
+    from sb3_pref.core.entropy import StateEntropyReward
 
     lookup_calls, search_calls = [], []
     score_rows, score = StateEntropyReward.score_rows, StateEntropyReward.score

@@ -3,7 +3,7 @@ import io
 import numpy as np
 import pytest
 
-from sb3_pref.common.segments import SegmentBatch, SegmentStore
+from sb3_pref.core.segments import SegmentBatch, SegmentStore
 
 N_ENVS = 3
 

@@ -9,7 +9,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_pref import PPO_REWARD, RewardModel
-from sb3_pref.common.sb3_glue import PreferenceRewardMixin
+from sb3_pref.common.onpolicy import PreferenceRewardMixin
 
 SMALL = dict(n_steps=64, batch_size=64, n_epochs=1, policy_kwargs={"net_arch": [16]}, seed=0)
 MODEL_KWARGS = dict(size_segment=10, mb_size=10, hidden_dim=16, ensemble_size=2, teacher_beta=2.0)

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
+from sb3_pref.core.teachers import BaseTeacher, ScriptedTeacher
 
 
 def pairs_from_returns(returns_0, returns_1, horizon=4):

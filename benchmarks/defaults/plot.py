@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from table import load
 
-from sb3_pref.common.feedback_plan import FeedbackPlan
+from sb3_pref.core.feedback_plan import FeedbackPlan
 
 IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
 LABELS = {

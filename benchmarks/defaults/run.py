@@ -145,7 +145,7 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
     from stable_baselines3.common.callbacks import BaseCallback
 
     from sb3_pref import PPO_REWARD, SAC_REWARD, RewardModel
-    from sb3_pref.common.teachers import ScriptedTeacher
+    from sb3_pref.core.teachers import ScriptedTeacher
 
     th.set_num_threads(1)
     env = make_env(task, spec["n_envs"], seed)

@@ -26,7 +26,7 @@ def main() -> None:
     from stable_baselines3.common.logger import configure
 
     from sb3_pref import PPO_REWARD, RewardModel
-    from sb3_pref.common.teachers import ScriptedTeacher
+    from sb3_pref.core.teachers import ScriptedTeacher
     from sb3_pref.envs import make_vec_dmcontrol_env
 
     tag, seed, mistake, feed = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]

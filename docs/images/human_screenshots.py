@@ -19,7 +19,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
 from sb3_pref import PPO_REWARD, RewardModel
-from sb3_pref.common.segments import SegmentBatch
+from sb3_pref.core.segments import SegmentBatch
 from sb3_pref.human import HumanFeedbackCallback, HumanTeacher, RenderStateWrapper, SegmentRenderer
 from sb3_pref.human.__main__ import serve
 

@@ -27,7 +27,7 @@ from sb3_pref.ad.context import State, empty_context, extend_context
 from sb3_pref.ad.histories import Histories
 from sb3_pref.ad.model import ADConfig, ADTransformer
 from sb3_pref.ad.persistence import MODEL_FORMAT_VERSION, load_ad, save_ad  # noqa: F401 (re-exported)
-from sb3_pref.common.checks import check_bool
+from sb3_pref.core.checks import check_bool
 
 
 def resolve_precision(device: th.device, dtype: str = "auto") -> bool:

@@ -4,7 +4,7 @@ checks and stores the declared options, sets up the reward model, teacher and le
 computes the reward features, and runs ``learn``, the recorder and ``save``/``load``. What happens in a rollout belongs
 to the :class:`~sb3_pref.common.controller.PreferenceController` it holds (``preference``); where the rewards go, to the
 :class:`~sb3_pref.common.controller.RewardWriter` its family makes (:meth:`PreferenceAlgorithmMixin._make_reward_writer`):
-:class:`~sb3_pref.common.sb3_glue.PreferenceRewardMixin` for a rollout buffer,
+:class:`~sb3_pref.common.onpolicy.PreferenceRewardMixin` for a rollout buffer,
 :class:`~sb3_pref.common.offpolicy.OffPolicyPreferenceMixin` for a replay buffer.
 """
 
@@ -18,9 +18,6 @@ from stable_baselines3.common.type_aliases import MaybeCallback
 from stable_baselines3.common.utils import LinearSchedule
 
 from sb3_pref.common.controller import PreferenceController, RewardWriter
-from sb3_pref.common.entropy import StateEntropyReward
-from sb3_pref.common.feedback_plan import FeedbackPlan, continue_plan, default_feed_type, plan_feedback
-from sb3_pref.common.learner import PreferenceLearner, make_teacher
 from sb3_pref.common.options import (
     ON_POLICY,
     PREFERENCE_OPTIONS,
@@ -31,8 +28,6 @@ from sb3_pref.common.options import (
     options_of,
     refuse_other_family,
 )
-from sb3_pref.common.preprocessing import FeatureEncoder
-from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.rollout import RolloutRecorder
 from sb3_pref.common.validation import (
     check_env_kind,
@@ -43,6 +38,11 @@ from sb3_pref.common.validation import (
     check_segment_fits,
     check_teacher_class,
 )
+from sb3_pref.core.entropy import StateEntropyReward
+from sb3_pref.core.feedback_plan import FeedbackPlan, continue_plan, default_feed_type, plan_feedback
+from sb3_pref.core.learner import PreferenceLearner, make_teacher
+from sb3_pref.core.preprocessing import FeatureEncoder
+from sb3_pref.core.reward_model import RewardModel
 
 if TYPE_CHECKING:
     # For type checkers only: the mixin runs inside an SB3 algorithm. At run time the base is object.
@@ -67,7 +67,7 @@ def _old_name(owner: str, name: str) -> Any:
 class PreferenceAlgorithmMixin(_Base):
     """
     The part of a preference-learning algorithm that does not depend on its buffer: the base of
-    :class:`~sb3_pref.common.sb3_glue.PreferenceRewardMixin` and
+    :class:`~sb3_pref.common.onpolicy.PreferenceRewardMixin` and
     :class:`~sb3_pref.common.offpolicy.OffPolicyPreferenceMixin`, whose docstrings list the options. It holds
     one :class:`~sb3_pref.common.controller.PreferenceController` (``preference``) and the reward writer of its
     family (:meth:`_make_reward_writer`), and is the :class:`~sb3_pref.common.rollout.RolloutHost` the recorder
@@ -280,7 +280,7 @@ class PreferenceAlgorithmMixin(_Base):
 
     def _plan_feedback(self, total_timesteps: int, reset_num_timesteps: bool) -> None:
         """
-        The feedback plan of this ``learn`` call (:mod:`~sb3_pref.common.feedback_plan`): the settings the user left
+        The feedback plan of this ``learn`` call (:mod:`~sb3_pref.core.feedback_plan`): the settings the user left
         unset, planned from the budget; a continued run (``reset_num_timesteps=False``) keeps the plan in force.
         """
         learner, previous = self.preference.learner, self.preference.plan
@@ -348,7 +348,7 @@ class PreferenceAlgorithmMixin(_Base):
     # ------------------------------------------------------------------ the controller's state, by its old names
     @property
     def pref_learner(self) -> Optional[PreferenceLearner]:
-        """The :class:`~sb3_pref.common.learner.PreferenceLearner` (None without a reward model)."""
+        """The :class:`~sb3_pref.core.learner.PreferenceLearner` (None without a reward model)."""
         return self.preference.learner
 
     @property

@@ -16,7 +16,7 @@ from typing import Optional
 
 from stable_baselines3.common.callbacks import BaseCallback
 
-from sb3_pref.common.checks import check_int
+from sb3_pref.core.checks import check_int
 
 
 @dataclass(frozen=True)

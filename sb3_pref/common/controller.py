@@ -1,8 +1,8 @@
 """
 The preference controller: what happens in each rollout of a preference-learning SB3 algorithm, on-policy or
 off-policy. It owns the phase (state-entropy pretraining, learning from preferences, or the env's own reward) and
-its counters, the :class:`~sb3_pref.common.learner.PreferenceLearner`, the pretraining's
-:class:`~sb3_pref.common.entropy.StateEntropyReward`, the query rounds and the state saved with the model.
+its counters, the :class:`~sb3_pref.core.learner.PreferenceLearner`, the pretraining's
+:class:`~sb3_pref.core.entropy.StateEntropyReward`, the query rounds and the state saved with the model.
 
 It reaches the algorithm through :class:`PreferenceHost` (a few SB3 members and the options the algorithm stores),
 and the algorithm's buffer through a :class:`RewardWriter`, one per buffer kind: the rollout buffer's
@@ -20,12 +20,14 @@ import numpy as np
 import torch as th
 from stable_baselines3.common.logger import Logger
 
-from sb3_pref.common.entropy import StateEntropyReward
-from sb3_pref.common.feedback_plan import FeedbackPlan
-from sb3_pref.common.learner import PreferenceLearner, to_numpy_state, to_torch_state
-from sb3_pref.common.reward_model import RewardModel
-from sb3_pref.common.rollout import PHASE_PREFERENCE, PHASE_PRETRAIN, PHASE_TRUE_REWARD
-from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
+from sb3_pref.core.entropy import StateEntropyReward
+from sb3_pref.core.feedback_plan import FeedbackPlan
+from sb3_pref.core.learner import PreferenceLearner, to_numpy_state, to_torch_state
+from sb3_pref.core.reward_model import RewardModel
+from sb3_pref.core.teachers import BaseTeacher, ScriptedTeacher
+
+#: The controller's phases, logged as ``reward/phase``.
+PHASE_PRETRAIN, PHASE_PREFERENCE, PHASE_TRUE_REWARD = 0, 1, 2
 
 #: ``learn`` warns when pretraining would take more than this share of the steps it is asked for.
 PRETRAIN_WARN_SHARE = 0.25

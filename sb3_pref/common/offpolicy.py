@@ -2,7 +2,7 @@
 The preference core on an SB3 off-policy algorithm (SAC): PEBBLE's replay-buffer side.
 
 The same :class:`~sb3_pref.common.rollout.RolloutRecorder` and
-:class:`~sb3_pref.common.learner.PreferenceLearner` serve both families; what differs is where the
+:class:`~sb3_pref.core.learner.PreferenceLearner` serve both families; what differs is where the
 rewards live. An off-policy ``collect_rollouts`` stores each transition in a replay buffer and calls
 ``on_rollout_end`` every ``train_freq`` steps; the :class:`ReplayRewardWriter` of :class:`OffPolicyPreferenceMixin`
 (the :class:`~sb3_pref.common.controller.RewardWriter` of a replay buffer) then
@@ -29,10 +29,10 @@ from stable_baselines3.common.vec_env import VecNormalize
 from torch import nn
 
 from sb3_pref.common.algorithm import PreferenceAlgorithmMixin
-from sb3_pref.common.entropy import StateEntropyReward
-from sb3_pref.common.learner import PreferenceLearner
+from sb3_pref.common.controller import PHASE_PRETRAIN
 from sb3_pref.common.options import OFF_POLICY, document_options, takes_options
-from sb3_pref.common.rollout import PHASE_PRETRAIN
+from sb3_pref.core.entropy import StateEntropyReward
+from sb3_pref.core.learner import PreferenceLearner
 
 if TYPE_CHECKING:
     # For type checkers only: the mixin runs inside an SB3 off-policy algorithm. At run time the base is object.

@@ -5,7 +5,7 @@ check and documentation line. Everything else is derived from :data:`PREFERENCE_
 - the checks run on construction and again on ``load`` (:func:`check_options`, :func:`check_option_combinations`);
 - the attributes the algorithm stores them in (saved with SB3's data, so they survive ``save``/``load``);
 - the ``:param`` lines of the algorithms' docstrings (:func:`document_options`);
-- the arguments handed to :class:`~sb3_pref.common.learner.PreferenceLearner` (``learner_arg``);
+- the arguments handed to :class:`~sb3_pref.core.learner.PreferenceLearner` (``learner_arg``);
 - the options an off-policy algorithm refuses, and those that only mean something with a reward model;
 - which B-Pref flags ``sb3_pref.experiments.bpref`` passes on (:func:`bpref_options`).
 
@@ -24,11 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Optional, TypeVar, Union
 
-from sb3_pref.common.checks import check_bool, check_int, check_optional_int
-from sb3_pref.common.feedback_plan import check_feedback_schedule
 from sb3_pref.common.reference_kl import ReferenceSource
-from sb3_pref.common.reward_model import RewardModel
-from sb3_pref.common.teachers import BaseTeacher
 from sb3_pref.common.validation import (
     check_count,
     check_feed_type,
@@ -44,6 +40,10 @@ from sb3_pref.common.validation import (
     check_teacher_option,
     check_unsuper_flag,
 )
+from sb3_pref.core.checks import check_bool, check_int, check_optional_int
+from sb3_pref.core.feedback_plan import check_feedback_schedule
+from sb3_pref.core.reward_model import RewardModel
+from sb3_pref.core.teachers import BaseTeacher
 
 #: The algorithm families: an on-policy rollout (PPO_REWARD, RL2, A2C-style classes) or a replay buffer (SAC_REWARD).
 ON_POLICY = "on_policy"
@@ -78,7 +78,7 @@ class PreferenceOption:
     :param off_policy_default: the off-policy default where it differs (B-Pref's PEBBLE settings)
     :param model_only: only means something with a reward model: given without one, it is an error
     :param stored: kept as an attribute of that name (False: consumed by the set-up, e.g. ``size_segment``)
-    :param learner_arg: the :class:`~sb3_pref.common.learner.PreferenceLearner` argument it is handed to
+    :param learner_arg: the :class:`~sb3_pref.core.learner.PreferenceLearner` argument it is handed to
     :param bpref_flag: the B-Pref flag (``sb3_pref.experiments.flags``) that sets it in a B-Pref run
     """
 
@@ -115,7 +115,7 @@ PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
     Option("reward_model", Optional[RewardModel], None, check=check_reward_model,
            doc="the learned reward; None trains on the env's reward (after optional pretraining)"),
     Option("reward_model_kwargs", Optional[dict[str, Any]], None,
-           doc="keyword arguments of :class:`~sb3_pref.common.reward_model.RewardModel` without the spaces: the model "
+           doc="keyword arguments of :class:`~sb3_pref.core.reward_model.RewardModel` without the spaces: the model "
                "is then built from the env's spaces (as SB3 builds the policy from ``policy_kwargs``), which config "
                "files (RL Zoo's YAML, Optuna) can express"),
     Option("teacher", Union[BaseTeacher, str, None], None, check=check_teacher_option, model_only=True,
@@ -125,7 +125,7 @@ PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
            doc="how the settings of when to ask that are left at None are chosen: ``\"auto\"`` (default) plans them "
                "from ``learn``'s ``total_timesteps`` and ``max_feed`` (pretraining a fifteenth of the run, a "
                "front-loaded first round, then small rounds until a third of the run; "
-               ":mod:`~sb3_pref.common.feedback_plan`); ``\"bpref\"``: B-Pref's fixed values (32k pretraining steps, "
+               ":mod:`~sb3_pref.core.feedback_plan`); ``\"bpref\"``: B-Pref's fixed values (32k pretraining steps, "
                "128 queries every 16k steps; PEBBLE: 9k, 128 every 5k). Values given explicitly are always kept. "
                "The plan in force is ``model.feedback_plan``"),
     Option("num_interaction", Optional[int], None, check=_optional_int(1, 16000), model_only=True,
@@ -179,7 +179,7 @@ PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
     Option("reward_schedule", str, "auto", check=check_schedule_option, learner_arg="schedule", bpref_flag="re_schedule",
            doc="how much the reward model trains per round: ``\"auto\"`` (default; passes until the members' loss "
                "on held-out labels stops improving, at most ``re_update`` passes) or ``\"bpref\"`` (B-Pref's: up to "
-               "``re_update`` passes over all labels); see :mod:`sb3_pref.common.reward_training`"),
+               "``re_update`` passes over all labels); see :mod:`sb3_pref.core.reward_training`"),
     Option("reference_policy", ReferenceSource, None, check=check_reference_source, families=(ON_POLICY,),
            stored=False,
            doc="RLHF fine-tuning (docs/howto-finetune.md): penalise the learned reward per step by ``kl_coef * "
@@ -213,7 +213,7 @@ PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
            doc="the first query round draws its pairs uniformly, whatever ``feed_type`` is (B-Pref; with pretraining it "
                "is the round that ends it); False: ``feed_type`` from the first round on"),
     Option("rime", bool, False, check=check_bool, model_only=True, learner_arg="rime", bpref_flag="rime",
-           doc="RIME's robust training for noisy teachers (Cheng et al. 2024; :mod:`~sb3_pref.common.rime`): before "
+           doc="RIME's robust training for noisy teachers (Cheng et al. 2024; :mod:`~sb3_pref.core.rime`): before "
                "each round, train only on the labels the ensemble finds plausible and flip those it finds very "
                "implausible (the stored labels are kept). Logged as ``reward/rime_trusted`` and ``rime_flipped``"),
     Option("rune_beta", float, 0.0, check=check_rune_beta, model_only=True, learner_arg="rune_beta",

@@ -1,9 +1,9 @@
 """
-The rollout side of the SB3 glue: a callback that copies each step's raw transition, and the
-function that writes new rewards into a finished rollout buffer.
+The rollout side of the SB3 glue: the recorder, a callback that copies each step's raw transition (for on-policy
+and off-policy algorithms alike), and the function that writes new rewards into a finished on-policy rollout buffer.
 
-Both work for any on-policy algorithm whose ``collect_rollouts`` calls the callbacks once per step
-(PPO, A2C, RecurrentPPO); the algorithm side lives in :mod:`sb3_pref.common.sb3_glue`.
+The recorder works for any algorithm whose ``collect_rollouts`` calls the callbacks once per step (PPO, A2C,
+RecurrentPPO, SAC); the algorithm sides live in :mod:`sb3_pref.common.onpolicy` and :mod:`sb3_pref.common.offpolicy`.
 """
 
 from typing import Any, Optional, Protocol, Union, cast, runtime_checkable
@@ -12,9 +12,6 @@ import numpy as np
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecNormalize
-
-# Values logged as ``reward/phase``.
-PHASE_PRETRAIN, PHASE_PREFERENCE, PHASE_TRUE_REWARD = 0, 1, 2
 
 
 def relabel_rollout(buffer: RolloutBuffer, new_rewards: np.ndarray, seen_rewards: np.ndarray) -> None:

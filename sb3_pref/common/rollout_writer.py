@@ -22,7 +22,6 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.policies import BasePolicy
 from torch import nn
 
-from sb3_pref.common.entropy import StateEntropyReward
 from sb3_pref.common.reference_kl import (
     ReferenceKL,
     ReferenceSource,
@@ -34,6 +33,7 @@ from sb3_pref.common.reference_kl import (
 )
 from sb3_pref.common.rlhf import whiten
 from sb3_pref.common.rollout import relabel_rollout
+from sb3_pref.core.entropy import StateEntropyReward
 
 
 class RolloutWriterHost(Protocol):

@@ -17,11 +17,11 @@ import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 
-from sb3_pref.common.checks import _type_name, check_bool, check_int, check_optional_int, check_positive_float
-from sb3_pref.common.query import resolve_query_method
-from sb3_pref.common.reward_model import RewardModel
-from sb3_pref.common.reward_training import check_schedule
-from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
+from sb3_pref.core.checks import _type_name, check_bool, check_int, check_optional_int, check_positive_float
+from sb3_pref.core.query import resolve_query_method
+from sb3_pref.core.reward_model import RewardModel
+from sb3_pref.core.reward_training import check_schedule
+from sb3_pref.core.teachers import BaseTeacher, ScriptedTeacher
 
 
 def check_teacher(name: str, teacher: Any) -> None:
@@ -126,7 +126,7 @@ def check_count(name: str, value: Any, minimum: int) -> int:
 
 
 def check_schedule_option(name: str, value: Any) -> str:
-    """One of the reward-training schedules (:func:`~sb3_pref.common.reward_training.check_schedule`)."""
+    """One of the reward-training schedules (:func:`~sb3_pref.core.reward_training.check_schedule`)."""
     return check_schedule(value, name)
 
 

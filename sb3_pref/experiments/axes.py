@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Union
 
-from sb3_pref.common.teachers import ScriptedTeacher
+from sb3_pref.core.teachers import ScriptedTeacher
 from sb3_pref.experiments.flags import TEACHER_FLAGS, flag_names
 
 # Set by the grid's axes or by the runner, never as hyperparameters.

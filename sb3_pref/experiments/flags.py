@@ -11,10 +11,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, NoReturn, Optional, cast
 
-from sb3_pref.common.ensemble import BPREF_HIDDEN_DIM, BPREF_N_LAYERS
 from sb3_pref.common.options import OPTIONS_BY_NAME
-from sb3_pref.common.query import QUERY_METHODS, resolve_query_method
-from sb3_pref.common.teachers import ScriptedTeacher
+from sb3_pref.core.ensemble import BPREF_HIDDEN_DIM, BPREF_N_LAYERS
+from sb3_pref.core.query import QUERY_METHODS, resolve_query_method
+from sb3_pref.core.teachers import ScriptedTeacher
 from sb3_pref.envs import (
     gymnasium_episode_length,
     is_gymnasium_env_name,

@@ -13,7 +13,7 @@ from typing import Any
 
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_pref.common.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, RewardModel
+from sb3_pref.core.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, RewardModel
 from sb3_pref.sac_reward import SAC_REWARD
 
 #: B-Pref's ``config/train_PEBBLE.yaml`` and ``config/agent/sac.yaml`` defaults (flat names), with

@@ -7,8 +7,8 @@ from typing import Any, ClassVar, Optional
 
 import numpy as np
 
-from sb3_pref.common.segments import SegmentBatch
-from sb3_pref.common.teachers import BaseTeacher
+from sb3_pref.core.segments import SegmentBatch
+from sb3_pref.core.teachers import BaseTeacher
 from sb3_pref.human.rendering import RENDER_STATE_KEY
 from sb3_pref.human.teacher import HumanTeacher
 

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sb3_pref.common.segments import SegmentBatch
+from sb3_pref.core.segments import SegmentBatch
 
 
 def pack_pair(seg_0: SegmentBatch, seg_1: SegmentBatch, index: int) -> bytes:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Union
 
 import gymnasium as gym
 
-from sb3_pref.common.segments import SegmentBatch
+from sb3_pref.core.segments import SegmentBatch
 from sb3_pref.human.rendering import RENDER_STATE_KEY, SegmentRenderer
 from sb3_pref.human.server import FeedbackServer
 from sb3_pref.human.store import LabelStore

@@ -19,8 +19,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from sb3_pref.common.preferences import PreferenceDataset
-from sb3_pref.common.segments import SegmentBatch
+from sb3_pref.core.preferences import PreferenceDataset
+from sb3_pref.core.segments import SegmentBatch
 from sb3_pref.human.packing import pack_pair, unpack_pairs
 from sb3_pref.human.schema import create_or_migrate
 

@@ -25,8 +25,8 @@ from typing import Any, Callable, ClassVar, Optional, Union
 import gymnasium as gym
 import numpy as np
 
-from sb3_pref.common.segments import SegmentBatch
-from sb3_pref.common.teachers import BaseTeacher
+from sb3_pref.core.segments import SegmentBatch
+from sb3_pref.core.teachers import BaseTeacher
 from sb3_pref.human.progress import PageProgress, serve_command
 from sb3_pref.human.rendering import RENDER_STATE_KEY, SegmentRenderer
 from sb3_pref.human.rounds import HumanRoundsMixin, _env_factory, _Round

@@ -9,11 +9,11 @@ from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 
+from sb3_pref.common.onpolicy import PreferenceRewardMixin
 from sb3_pref.common.options import ON_POLICY, document_options, passed_on
-from sb3_pref.common.reward_model import RewardModel
 from sb3_pref.common.rlhf import ReferenceSource
-from sb3_pref.common.sb3_glue import PreferenceRewardMixin
-from sb3_pref.common.teachers import BaseTeacher
+from sb3_pref.core.reward_model import RewardModel
+from sb3_pref.core.teachers import BaseTeacher
 from sb3_pref.ppo_reward.value_loss import ValueLossMixin, check_value_loss
 
 SelfPPOReward = TypeVar("SelfPPOReward", bound="PPO_REWARD")
@@ -62,7 +62,7 @@ class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, 
     steps until ``max_feed`` queries were asked, training the policy on the model's predicted reward. The true
     reward is only used by a scripted teacher and for logging (``rollout/ep_rew_mean``). Whatever of these is left
     unset is planned from ``total_timesteps`` and ``max_feed`` when ``learn`` starts (``feedback_schedule="auto"``,
-    :mod:`~sb3_pref.common.feedback_plan`); the plan in force is ``model.feedback_plan``.
+    :mod:`~sb3_pref.core.feedback_plan`); the plan in force is ``model.feedback_plan``.
 
     :param policy: the policy model (``"MlpPolicy"``, ``"CnnPolicy"``, ``"MultiInputPolicy"`` or a class)
     :param env: the environment to learn from (an env, a VecEnv, or a registered id)

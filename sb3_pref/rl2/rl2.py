@@ -13,9 +13,9 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback
 from stable_baselines3.common.vec_env import VecEnv
 
+from sb3_pref.common.controller import PHASE_PREFERENCE, PHASE_PRETRAIN
+from sb3_pref.common.onpolicy import PreferenceRewardMixin
 from sb3_pref.common.options import ON_POLICY, document_options
-from sb3_pref.common.rollout import PHASE_PREFERENCE, PHASE_PRETRAIN
-from sb3_pref.common.sb3_glue import PreferenceRewardMixin
 from sb3_pref.envs.trial import (
     EPISODE_INDEX_KEY,
     EPISODE_RETURN_KEY,

@@ -15,8 +15,8 @@ from stable_baselines3.sac.policies import SACPolicy
 
 from sb3_pref.common.offpolicy import OffPolicyPreferenceMixin
 from sb3_pref.common.options import OFF_POLICY, document_options, passed_on
-from sb3_pref.common.reward_model import RewardModel
-from sb3_pref.common.teachers import BaseTeacher
+from sb3_pref.core.reward_model import RewardModel
+from sb3_pref.core.teachers import BaseTeacher
 
 SelfSACReward = TypeVar("SelfSACReward", bound="SAC_REWARD")
 _Init = TypeVar("_Init", bound=Callable[..., None])

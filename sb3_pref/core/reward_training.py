@@ -1,6 +1,6 @@
 """
 How much the reward model trains in a query round (the schedule), and on what hardware settings; the
-:class:`~sb3_pref.common.reward_trainer.RewardTrainer` runs the rounds.
+:class:`~sb3_pref.core.reward_trainer.RewardTrainer` runs the rounds.
 
 Two schedules:
 

@@ -2,9 +2,9 @@
 The learned reward: a Bradley-Terry ensemble of MLPs over ``concat(obs, action)``.
 
 The model is only the ensemble: it predicts, saves and loads. Fitting it to labelled pairs is
-:class:`~sb3_pref.common.reward_trainer.RewardTrainer`'s job (the loss, the passes, the round schedules of
-:mod:`sb3_pref.common.reward_training`). The network's layers are in :mod:`sb3_pref.common.ensemble`, the model's
-file format in :mod:`sb3_pref.common.reward_model_io`.
+:class:`~sb3_pref.core.reward_trainer.RewardTrainer`'s job (the loss, the passes, the round schedules of
+:mod:`sb3_pref.core.reward_training`). The network's layers are in :mod:`sb3_pref.core.ensemble`, the model's
+file format in :mod:`sb3_pref.core.reward_model_io`.
 """
 
 import os
@@ -13,15 +13,15 @@ from typing import Any, Optional, Union
 import numpy as np
 import torch as th
 
-from sb3_pref.common.checks import check_int, check_positive_float
+from sb3_pref.core.checks import check_int, check_positive_float
 
 # The network's layers live in ensemble.py; they are imported here too, where they were first defined,
-# so `from sb3_pref.common.reward_model import EnsembleLinear, BPREF_HIDDEN_DIM, ...` keeps working.
-from sb3_pref.common.ensemble import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, OUTPUT_ACTIVATIONS, EnsembleLinear, build_ensemble
-from sb3_pref.common.preprocessing import FeatureEncoder, SpaceOrDim
-from sb3_pref.common.reward_model_io import load_reward_model, reward_model_config, reward_model_from_config, save_reward_model
-from sb3_pref.common.reward_training import resolve_device, resolve_train_dtype
-from sb3_pref.common.teachers import BaseTeacher, ScriptedTeacher
+# so `from sb3_pref.core.reward_model import EnsembleLinear, BPREF_HIDDEN_DIM, ...` keeps working.
+from sb3_pref.core.ensemble import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, OUTPUT_ACTIVATIONS, EnsembleLinear, build_ensemble
+from sb3_pref.core.preprocessing import FeatureEncoder, SpaceOrDim
+from sb3_pref.core.reward_model_io import load_reward_model, reward_model_config, reward_model_from_config, save_reward_model
+from sb3_pref.core.reward_training import resolve_device, resolve_train_dtype
+from sb3_pref.core.teachers import BaseTeacher, ScriptedTeacher
 
 
 class RewardModel:
@@ -41,7 +41,7 @@ class RewardModel:
     :param activation: output activation: ``"tanh"``, ``"sig"`` or ``"relu"``
     :param lr: Adam learning rate shared by all members (B-Pref's: 3e-4, for its wider network)
     :param mb_size: number of pairs asked per query round; None (default): planned by the algorithm from its
-        budget (:mod:`~sb3_pref.common.feedback_plan`), B-Pref's 128 where nothing plans it
+        budget (:mod:`~sb3_pref.core.feedback_plan`), B-Pref's 128 where nothing plans it
     :param initial_mb_size: number of pairs asked at the first query round; None: planned by the algorithm (with
         ``feedback_schedule="bpref"``, or where nothing plans it: ``mb_size``). A larger first round front-loads the
         budget, as Christiano et al. (2017) did: the reward the policy first trains on is then fitted on more labels,
@@ -63,14 +63,14 @@ class RewardModel:
     :param train_dtype: ``"float32"`` (B-Pref's), ``"bfloat16"`` (mixed precision for the forward passes
         of training only; weights, optimizer and predictions stay float32), or ``"auto"`` (default):
         bfloat16 where the hardware is faster at it (CUDA with bf16, CPUs with AMX or AVX512-BF16),
-        float32 elsewhere; see :func:`~sb3_pref.common.reward_training.resolve_train_dtype`. bfloat16 is
+        float32 elsewhere; see :func:`~sb3_pref.core.reward_training.resolve_train_dtype`. bfloat16 is
         about 2.8x faster per epoch with AMX and 4x slower without (``benchmarks/README.md``).
     :param teacher: a teacher object; overrides the ``teacher_*`` arguments
     :param device: torch device; ``"auto"`` (default) picks CUDA when available, whatever the policy's device
     :param seed: seed of the parameter initialisation (and of the teacher built from ``teacher_*``);
         None draws from torch's global generator like any ``nn.Module``
     :param input_norm: standardise each input feature by the mean and std of the labelled segments of the
-        first training round, frozen afterwards (not in B-Pref; see :class:`~sb3_pref.common.ensemble.EnsembleMLP`)
+        first training round, frozen afterwards (not in B-Pref; see :class:`~sb3_pref.core.ensemble.EnsembleMLP`)
     """
 
     def __init__(

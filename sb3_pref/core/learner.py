@@ -10,15 +10,15 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 import torch as th
 
-from sb3_pref.common.feedback_plan import BPREF_SCHEDULE, FeedbackPlan
-from sb3_pref.common.preferences import PreferenceDataset
-from sb3_pref.common.query import QUERY_METHODS, candidate_count, resolve_query_method, select_queries
-from sb3_pref.common.reward_model import RewardModel
-from sb3_pref.common.reward_trainer import RewardTrainer
-from sb3_pref.common.reward_training import check_schedule
-from sb3_pref.common.rime import RIMEFilter
-from sb3_pref.common.segments import SegmentBatch, SegmentStore
-from sb3_pref.common.teachers import LEARNER_STREAM, BaseTeacher, ScriptedTeacher, stream_generator
+from sb3_pref.core.feedback_plan import BPREF_SCHEDULE, FeedbackPlan
+from sb3_pref.core.preferences import PreferenceDataset
+from sb3_pref.core.query import QUERY_METHODS, candidate_count, resolve_query_method, select_queries
+from sb3_pref.core.reward_model import RewardModel
+from sb3_pref.core.reward_trainer import RewardTrainer
+from sb3_pref.core.reward_training import check_schedule
+from sb3_pref.core.rime import RIMEFilter
+from sb3_pref.core.segments import SegmentBatch, SegmentStore
+from sb3_pref.core.teachers import LEARNER_STREAM, BaseTeacher, ScriptedTeacher, stream_generator
 
 # Due rounds that found no segment-long episode piece before a warning says why nothing is asked.
 _WARN_AFTER_WAITS = 10
@@ -60,11 +60,11 @@ class PreferenceLearner:
     :param feed_type: query selection, by B-Pref id (0-5) or name (see ``QUERY_METHODS``)
     :param max_feed: total feedback budget (queries asked, skipped ones included)
     :param re_update: the most reward-training epochs per query round (None: B-Pref's 100 until a
-        :class:`~sb3_pref.common.feedback_plan.FeedbackPlan` sets it, see :meth:`follow_plan`)
+        :class:`~sb3_pref.core.feedback_plan.FeedbackPlan` sets it, see :meth:`follow_plan`)
     :param target_accuracy: early-stop threshold on the reward model's training accuracy
     :param schedule: reward-model training per round: ``"auto"`` (passes until the loss on held-out
         labels stops improving) or ``"bpref"`` (B-Pref's up to ``re_update`` passes over all labels); see
-        :mod:`sb3_pref.common.reward_training`
+        :mod:`sb3_pref.core.reward_training`
     :param max_ep_len: episode length used for the teacher's thresholds; None uses the observed mean
     :param segment_capacity: transitions kept for drawing segments (oldest dropped)
     :param normalize_rewards: rescale predictions to mean 0 / std 1 on recent transitions after each refit
@@ -76,13 +76,13 @@ class PreferenceLearner:
     :param n_eval_pairs: fresh pairs used to measure agreement with an oracle after each round
     :param first_round_uniform: the first round draws its pairs uniformly (B-Pref), whatever ``feed_type`` is:
         a model that has seen no label has nothing to disagree about yet; False uses ``feed_type`` from the start
-    :param rime: filter the labels before each round with RIME's robust filter (:mod:`sb3_pref.common.rime`):
+    :param rime: filter the labels before each round with RIME's robust filter (:mod:`sb3_pref.core.rime`):
         train on those the ensemble finds plausible, flip those it finds very implausible
     :param rune_beta: RUNE's exploration bonus weight at the start (0: off): rewards for the policy are the
         ensemble's mean plus ``beta_t`` times its std over members
     :param rune_decay: RUNE's decay of ``beta_t`` per env step
     :param seed: seed of the learner's generator (segment sampling, minibatch order): the learner stream
-        of ``seed`` (:func:`~sb3_pref.common.teachers.stream_generator`), independent of a teacher
+        of ``seed`` (:func:`~sb3_pref.core.teachers.stream_generator`), independent of a teacher
         seeded with the same number
 
     A round that is due before any stored episode piece is ``size_segment`` steps long (rollouts

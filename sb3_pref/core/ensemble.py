@@ -1,9 +1,9 @@
 """
 The reward model's network: ``E`` MLPs stored as stacked weights and run as one batched matmul per layer.
 
-Separate from :mod:`sb3_pref.common.reward_model` because the layers know nothing about preferences,
+Separate from :mod:`sb3_pref.core.reward_model` because the layers know nothing about preferences,
 features or training: they are plain ``nn.Module`` building blocks (and B-Pref's network size), which
-:class:`~sb3_pref.common.reward_model.RewardModel` builds and trains.
+:class:`~sb3_pref.core.reward_model.RewardModel` builds and trains.
 """
 
 import math

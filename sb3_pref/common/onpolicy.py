@@ -18,14 +18,9 @@ import numpy as np
 from stable_baselines3.common.policies import BasePolicy
 
 from sb3_pref.common.algorithm import PreferenceAlgorithmMixin, _old_name
+from sb3_pref.common.controller import PHASE_PREFERENCE, PHASE_PRETRAIN, PHASE_TRUE_REWARD
 from sb3_pref.common.options import ON_POLICY, document_options, takes_options
-from sb3_pref.common.rollout import (
-    PHASE_PREFERENCE,
-    PHASE_PRETRAIN,
-    PHASE_TRUE_REWARD,
-    RolloutRecorder,
-    relabel_rollout,
-)
+from sb3_pref.common.rollout import RolloutRecorder, relabel_rollout
 from sb3_pref.common.rollout_writer import RolloutRewardWriter
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 The reward model's file format: its constructor arguments as plain data, and the weights and optimizer
 state written with ``th.save`` (loadable with ``weights_only=True``).
 
-Separate from :mod:`sb3_pref.common.reward_model` so the model's maths (prediction, Bradley-Terry
+Separate from :mod:`sb3_pref.core.reward_model` so the model's maths (prediction, Bradley-Terry
 training) and the format of what is written to disk change independently; ``RewardModel.get_config``,
 ``from_config``, ``save`` and ``load`` call these functions and remain the API.
 """
@@ -12,8 +12,8 @@ from typing import Any, Optional, Union
 
 import torch as th
 
-from sb3_pref.common.preprocessing import describe_space, space_from_description
-from sb3_pref.common.teachers import BaseTeacher
+from sb3_pref.core.preprocessing import describe_space, space_from_description
+from sb3_pref.core.teachers import BaseTeacher
 
 # The functions take the model (or its class) as ``Any``: importing RewardModel here, even for type checkers only,
 # would close a circle with reward_model.py, whose typed methods (get_config, from_config, save, load) are the API.

@@ -7,7 +7,7 @@ from typing import Optional, Union
 
 import numpy as np
 
-from sb3_pref.common.segments import SegmentBatch
+from sb3_pref.core.segments import SegmentBatch
 
 # First allocation in pairs; storage then doubles up to ``capacity`` so a large capacity costs nothing up front.
 _INITIAL_ALLOCATION = 64

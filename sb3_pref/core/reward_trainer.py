@@ -1,6 +1,6 @@
 """
-Fitting a :class:`~sb3_pref.common.reward_model.RewardModel` to labelled pairs: the Bradley-Terry loss, the passes
-over the labels, and the round schedules of :mod:`sb3_pref.common.reward_training` (B-Pref's, and early stopping on
+Fitting a :class:`~sb3_pref.core.reward_model.RewardModel` to labelled pairs: the Bradley-Terry loss, the passes
+over the labels, and the round schedules of :mod:`sb3_pref.core.reward_training` (B-Pref's, and early stopping on
 held-out labels).
 
 The model is only the ensemble (predict, save, load; its optimizer state travels with it so a saved model resumes
@@ -9,7 +9,7 @@ option on the model:
 
 - ``label_filter(trainer, tensors) -> tensors``: the labelled pairs a round trains on, with the labels it trains
   them on (RIME's filter keeps the labels the model finds plausible and flips the very implausible ones,
-  :mod:`sb3_pref.common.rime`); a filter with a ``round_done(stats)`` method is told each round's statistics;
+  :mod:`sb3_pref.core.rime`); a filter with a ``round_done(stats)`` method is told each round's statistics;
 - ``loss_terms``: callables ``(trainer, seg_0, seg_1, labels) -> scalar`` added to each minibatch's loss (SURF's loss
   on pseudo-labelled pairs, a regulariser).
 
@@ -24,8 +24,8 @@ import numpy as np
 import torch as th
 from torch.nn import functional as F
 
-from sb3_pref.common.reward_model import RewardModel
-from sb3_pref.common.reward_training import (
+from sb3_pref.core.reward_model import RewardModel
+from sb3_pref.core.reward_training import (
     MIN_FOLD,
     MIN_REL_IMPROVEMENT,
     N_FOLDS,
@@ -38,7 +38,7 @@ from sb3_pref.common.reward_training import (
 )
 
 if TYPE_CHECKING:
-    from sb3_pref.common.preferences import PreferenceDataset
+    from sb3_pref.core.preferences import PreferenceDataset
 
 Tensors = tuple[th.Tensor, th.Tensor, th.Tensor]
 #: ``(trainer, seg_0, seg_1, labels) -> scalar``: a term added to each minibatch's loss
@@ -193,7 +193,7 @@ class RewardTrainer:
     ) -> dict[str, float]:
         """
         One round of training on the labelled pairs, warm-started from the current weights
-        (see :mod:`sb3_pref.common.reward_training` for the schedules).
+        (see :mod:`sb3_pref.core.reward_training` for the schedules).
 
         :param dataset: labelled pairs
         :param rng: generator of the minibatch permutations

@@ -1,6 +1,6 @@
 """
 RIME's filter of noisy labels (Cheng et al., ICML 2024), as a label filter of
-:class:`~sb3_pref.common.reward_trainer.RewardTrainer`.
+:class:`~sb3_pref.core.reward_trainer.RewardTrainer`.
 
 Before a round trains, every labelled pair is scored by the cross-entropy ``KL_i`` of the ensemble-mean
 preference probability against its label. A label is *trusted* when
@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch as th
 
-from sb3_pref.common.checks import check_int
+from sb3_pref.core.checks import check_int
 
 if TYPE_CHECKING:
-    from sb3_pref.common.reward_trainer import RewardTrainer, Tensors
+    from sb3_pref.core.reward_trainer import RewardTrainer, Tensors
 
 #: pairs per forward pass when scoring the labels (bounds the memory of a large label set)
 SCORE_CHUNK = 1024
