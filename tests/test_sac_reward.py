@@ -13,7 +13,8 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from sb3_pref import PEBBLE, SAC_REWARD, RewardModel
 from sb3_pref.common.controller import PHASE_PREFERENCE, PHASE_PRETRAIN
-from sb3_pref.common.offpolicy import OffPolicyPreferenceMixin, _EntropyRewardSampler, relabel_replay_buffer
+from sb3_pref.common.offpolicy import OffPolicyPreferenceMixin, relabel_replay_buffer
+from sb3_pref.common.replay_samplers import EntropyRewardSampler
 
 # Small networks: the behaviour under test does not depend on their size.
 SMALL = dict(batch_size=32, policy_kwargs={"net_arch": [32, 32]}, learning_starts=40, buffer_size=5000, seed=0)
@@ -78,7 +79,7 @@ def test_pretraining_trains_on_the_entropy_reward_then_resets_the_critic_as_pebb
     assert model._rollout_phase == PHASE_PRETRAIN and not model._pretrain_done
     assert model.pref_learner.n_rounds == 0
     # Sampled batches get the k-NN state-entropy reward of their (raw) observations.
-    sampler = _EntropyRewardSampler(model.replay_buffer, model)
+    sampler = EntropyRewardSampler(model.replay_buffer, model)
     th.manual_seed(0)
     data = sampler.sample(64)
     obs = data.observations.numpy()

@@ -119,7 +119,8 @@ class PreferenceAlgorithmMixin(_Base):
             if option.stored:
                 setattr(self, option.name, checked[option.name])
         if self.feed_type is None:
-            self.feed_type = default_feed_type(self.feedback_schedule)
+            # QPA draws its policy-aligned pairs uniformly
+            self.feed_type = "uniform" if self.qpa_episodes else default_feed_type(self.feedback_schedule)
         if self.unsuper_flag is None:
             self.unsuper_flag = self.default_unsuper_flag if reward_model is not None or reward_model_kwargs else 0
         previous_segment = reward_model.size_segment if reward_model is not None else None

@@ -21,18 +21,18 @@ actions in the policy's [-1, 1] scale: both are re-encoded on the fly, so no ext
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Union
 
 import numpy as np
-import torch as th
 from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.type_aliases import TrainFrequencyUnit
-from stable_baselines3.common.vec_env import VecNormalize
 from torch import nn
 
 from sb3_pref.common.algorithm import PreferenceAlgorithmMixin
 from sb3_pref.common.controller import PHASE_PRETRAIN
 from sb3_pref.common.options import OFF_POLICY, document_options, takes_options
+from sb3_pref.common.replay_samplers import EntropyRewardSampler, EntropySource, Observation, RecentHalfSampler
 from sb3_pref.core.entropy import StateEntropyReward
 from sb3_pref.core.learner import PreferenceLearner
+from sb3_pref.core.teachers import REPLAY_STREAM, stream_generator
 
 if TYPE_CHECKING:
     # For type checkers only: the mixin runs inside an SB3 off-policy algorithm. At run time the base is object.
@@ -40,25 +40,14 @@ if TYPE_CHECKING:
 else:
     _OffPolicyBase = object
 
-Observation = Union[np.ndarray, dict[str, np.ndarray]]
-
-
-class EntropySource(Protocol):
-    """What the entropy sampler reads of the algorithm: the pretraining's k-NN set and the reward features."""
-
-    @property
-    def entropy_reward(self) -> Optional[StateEntropyReward]: ...
-
-    def _reward_features(self, raw_obs: Union[np.ndarray, dict]) -> np.ndarray: ...
-
-
 class ReplayWriterHost(EntropySource, Protocol):
     """What :class:`ReplayRewardWriter` uses of the off-policy algorithm: SB3's members and the stored options."""
 
-    replay_buffer: Any  # SB3's ReplayBuffer, swapped for an _EntropyRewardSampler during pretraining updates
+    replay_buffer: Any  # SB3's ReplayBuffer, swapped for an EntropyRewardSampler during pretraining updates
     policy: Any  # a SACPolicy: unscale_action, critic, critic_target
     learning_starts: int
     num_timesteps: int  # RUNE's beta_t at a relabelling
+    seed: Optional[int]  # the run's seed: the writer's own generator (QPA's hybrid replay)
     reset_critic: bool
     reset_update: int
     relabel_chunk_size: int
@@ -103,79 +92,6 @@ def relabel_replay_buffer(
     return n_rows * n_envs
 
 
-def _to_numpy(value: Union[th.Tensor, dict[str, th.Tensor]]) -> Observation:
-    if isinstance(value, dict):
-        return {key: item.cpu().numpy() for key, item in value.items()}
-    return value.cpu().numpy()
-
-
-class _EntropyRewardSampler:
-    """
-    Stands in for the replay buffer inside ``train`` during pretraining: each sampled batch gets the
-    state-entropy reward of its raw observations. Everything else is delegated to the buffer.
-    """
-
-    def __init__(self, buffer: ReplayBuffer, algorithm: "EntropySource") -> None:
-        self.buffer = buffer
-        self.algorithm = algorithm
-        self.rewards: list[float] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.buffer, name)
-
-    def sample(self, batch_size: int, env: Optional[VecNormalize] = None) -> Any:
-        # Raw samples: the k-NN reward must see raw observations, and VecNormalize's reward scale must not apply.
-        data, rows = self._sample_raw(batch_size)
-        algorithm = self.algorithm
-        entropy = algorithm.entropy_reward
-        assert entropy is not None, "the sampler stands in for the buffer during pretraining only"
-        raw_obs = _to_numpy(data.observations)
-        features = algorithm._reward_features(raw_obs)
-        if rows is not None and rows.max() < entropy.size and np.array_equal(entropy.buffer[rows].cpu().numpy(), features):
-            # The k-NN set holds the buffer's rows in the same order: look the distances up.
-            intrinsic = entropy.score_rows(rows)
-        else:
-            intrinsic = entropy.score(features)
-        self.rewards.append(float(intrinsic.mean()))
-        if env is not None:
-            device = data.rewards.device
-            data = data._replace(
-                observations=_normalized(env, raw_obs, device),
-                next_observations=_normalized(env, _to_numpy(data.next_observations), device),
-            )
-        return data._replace(rewards=th.as_tensor(intrinsic, device=data.rewards.device).reshape(data.rewards.shape))
-
-    def _sample_raw(self, batch_size: int) -> tuple[Any, Optional[np.ndarray]]:
-        """
-        The buffer's own sample without normalisation, and the rows it drew where they map onto the k-NN set's
-        (one env, a plain ``ReplayBuffer``: transition ``i`` is the set's row ``i``), else None. SB3 draws the
-        rows as always (a run samples the batches SAC would); they are read on their way to ``_get_samples``.
-        """
-        buffer = self.buffer
-        if type(buffer) is not ReplayBuffer or buffer.optimize_memory_usage or buffer.n_envs != 1:
-            return buffer.sample(batch_size, env=None), None
-        drawn: list[np.ndarray] = []
-        get_samples = buffer._get_samples
-
-        def read_rows(batch_inds: np.ndarray, env: Optional[VecNormalize] = None) -> Any:
-            drawn.append(batch_inds)
-            return get_samples(batch_inds, env=env)
-
-        buffer._get_samples = read_rows  # type: ignore[method-assign]  # this call only; the class's method is restored
-        try:
-            data = buffer.sample(batch_size, env=None)
-        finally:
-            del buffer._get_samples
-        return data, drawn[0]
-
-
-def _normalized(env: VecNormalize, obs: Observation, device: th.device) -> Union[th.Tensor, dict[str, th.Tensor]]:
-    normalized = env.normalize_obs(obs)
-    if isinstance(normalized, dict):
-        return {key: th.as_tensor(value, device=device) for key, value in normalized.items()}
-    return th.as_tensor(normalized, device=device)
-
-
 class ReplayRewardWriter:
     """
     Writes the learned rewards into an off-policy algorithm's replay buffer, and the state-entropy reward into the
@@ -190,6 +106,9 @@ class ReplayRewardWriter:
     def __init__(self, host: ReplayWriterHost) -> None:
         self.host = host
         self.pending_reset_updates = 0
+        # QPA's recent half of each batch (SB3 draws the other half with numpy's global generator, as always);
+        # made at first use, once the algorithm has its seed.
+        self._rng: Optional[np.random.Generator] = None
         # Which reward model state the buffer's rewards come from; None forces a full relabel (e.g. after load).
         self.relabelled_version: Optional[tuple] = None
 
@@ -272,16 +191,38 @@ class ReplayRewardWriter:
         host = self.host
         gradient_steps += self.pending_reset_updates
         self.pending_reset_updates = 0
-        if not pretraining or host.entropy_reward is None:
+        sampler: Optional[Union[EntropyRewardSampler, RecentHalfSampler]] = None
+        if pretraining and host.entropy_reward is not None:
+            sampler = EntropyRewardSampler(host.replay_buffer, host)
+        elif not pretraining and (recent_rows := self.qpa_recent_rows()):
+            if self._rng is None:
+                self._rng = stream_generator(host.seed, REPLAY_STREAM)
+            sampler = RecentHalfSampler(host.replay_buffer, recent_rows, self._rng)
+            host.logger.record("reward/qpa_recent_rows", recent_rows)
+        if sampler is None:
             return algorithm_train(gradient_steps=gradient_steps, batch_size=batch_size)
-        buffer, sampler = host.replay_buffer, _EntropyRewardSampler(host.replay_buffer, host)
+        buffer = host.replay_buffer
         host.replay_buffer = sampler
         try:
             algorithm_train(gradient_steps=gradient_steps, batch_size=batch_size)
         finally:
             host.replay_buffer = buffer
-        if sampler.rewards:
+        if isinstance(sampler, EntropyRewardSampler) and sampler.rewards:
             host.logger.record("reward/entropy_reward_mean", float(np.mean(sampler.rewards)))
+
+    def qpa_recent_rows(self) -> int:
+        """
+        QPA's hybrid replay: the newest buffer rows that hold the last ``qpa_episodes`` episodes (by the mean
+        length of the recent ones; every row filled while none has ended), while labels remain; 0 when it is off.
+        """
+        learner = self.host.pref_learner
+        if learner is None or not learner.qpa_episodes or learner.budget_left <= 0:
+            return 0
+        buffer = self.host.replay_buffer
+        lengths = learner.store.recent_episode_lengths[-learner.qpa_episodes :]
+        if len(lengths) == 0:
+            return buffer.buffer_size if buffer.full else max(1, buffer.pos)
+        return max(1, int(np.ceil(lengths.mean() * learner.qpa_episodes / buffer.n_envs)))
 
 
 @document_options(OFF_POLICY)
@@ -303,7 +244,7 @@ class OffPolicyPreferenceMixin(PreferenceAlgorithmMixin, _OffPolicyBase):
     (then the preference options, declared in sb3_pref.common.options: see help() or the table of the API page)
     """
 
-    # For type checkers: replay_buffer is swapped for an _EntropyRewardSampler during pretraining updates.
+    # For type checkers: replay_buffer is swapped for an EntropyRewardSampler during pretraining updates.
     replay_buffer: Any
 
     option_family = OFF_POLICY

@@ -225,6 +225,12 @@ PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
     Option("rune_decay", float, 0.0, check=check_rune_decay, model_only=True, learner_arg="rune_decay",
            bpref_flag="rune_decay",
            doc="RUNE's decay of ``beta_t`` per env step (1e-5 with PEBBLE); 0 keeps it constant"),
+    Option("qpa_episodes", int, 0, check=_int(0, 10), model_only=True, learner_arg="qpa_episodes",
+           bpref_flag="qpa_episodes",
+           doc="QPA's policy-aligned queries (Hu et al. 2024): each round draws its pairs from the last "
+               "``qpa_episodes`` episodes only, the behaviour the policy has now (QPA: 10 on DMC), uniformly when "
+               "``feed_type`` is left unset; off-policy algorithms also draw half of each batch from those "
+               "episodes while labels remain (QPA's hybrid replay). 0 (default): queries from every stored episode"),
     Option("reset_critic", bool, True, families=(OFF_POLICY,),
            doc="reset the critic (both Q-networks, their targets, the critic's optimizer) when pretraining ends "
                "(PEBBLE), then take ``reset_update`` extra gradient steps; False keeps the critic trained on the "

@@ -81,6 +81,8 @@ class PreferenceLearner:
     :param rune_beta: RUNE's exploration bonus weight at the start (0: off): rewards for the policy are the
         ensemble's mean plus ``beta_t`` times its std over members
     :param rune_decay: RUNE's decay of ``beta_t`` per env step
+    :param qpa_episodes: QPA's policy-aligned queries: draw each round's candidate segments from the last this many
+        episodes of all envs only (0: from every stored episode)
     :param seed: seed of the learner's generator (segment sampling, minibatch order): the learner stream
         of ``seed`` (:func:`~sb3_pref.core.teachers.stream_generator`), independent of a teacher
         seeded with the same number
@@ -112,6 +114,7 @@ class PreferenceLearner:
         rime: bool = False,
         rune_beta: float = 0.0,
         rune_decay: float = 0.0,
+        qpa_episodes: int = 0,
     ) -> None:
         self.feed_type = resolve_query_method(feed_type)
         self.schedule = check_schedule(schedule, "reward_schedule")
@@ -137,6 +140,9 @@ class PreferenceLearner:
         self._trainer: Optional[RewardTrainer] = None
         self.label_filter: Optional[RIMEFilter] = RIMEFilter() if rime else None
         self.rune_beta, self.rune_decay = float(rune_beta), float(rune_decay)
+        if isinstance(qpa_episodes, bool) or not isinstance(qpa_episodes, (int, np.integer)) or qpa_episodes < 0:
+            raise ValueError(f"qpa_episodes must be an int >= 0 (e.g. 10, QPA's on DMC; 0 turns it off), got {qpa_episodes!r}")
+        self.qpa_episodes = int(qpa_episodes)
         self.teacher = teacher if teacher is not None else reward_model.teacher
         self.max_feed = int(max_feed)
         self.re_update = int(re_update)
@@ -356,8 +362,9 @@ class PreferenceLearner:
 
     def _select(self, method: str, n_queries: int) -> tuple[SegmentBatch, SegmentBatch]:
         n_candidates = candidate_count(method, n_queries, self.reward_model.large_batch)
-        seg_0 = self.store.sample(n_candidates, self.size_segment, self.rng)
-        seg_1 = self.store.sample(n_candidates, self.size_segment, self.rng)
+        recent = self.qpa_episodes or None  # QPA: only the behaviour the policy has now
+        seg_0 = self.store.sample(n_candidates, self.size_segment, self.rng, recent_episodes=recent)
+        seg_1 = self.store.sample(n_candidates, self.size_segment, self.rng, recent_episodes=recent)
         if method == "uniform":
             return seg_0, seg_1
         returns_0 = self.reward_model.member_returns(seg_0.features)

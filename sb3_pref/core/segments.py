@@ -229,7 +229,9 @@ class SegmentStore:
         starts = np.flatnonzero(run_starts.ravel())
         return int(np.diff(np.append(starts, run_starts.size)).max())
 
-    def sample(self, n: int, size_segment: int, rng: np.random.Generator) -> SegmentBatch:
+    def sample(
+        self, n: int, size_segment: int, rng: np.random.Generator, recent_episodes: Optional[int] = None
+    ) -> SegmentBatch:
         """
         Draw ``n`` segments uniformly, with replacement, among all valid start positions: every
         stored ``(env, step)`` whose next ``size_segment`` steps are stored and lie in one episode.
@@ -237,6 +239,9 @@ class SegmentStore:
         :param n: number of segments
         :param size_segment: segment length ``H``
         :param rng: the random generator (the store holds no randomness of its own)
+        :param recent_episodes: draw only from the newest this many stored episodes of all envs, by the step each
+            last reached (running episodes are the newest); those without a piece of ``size_segment`` steps are
+            skipped for older ones (QPA's policy-aligned queries). None: every stored episode
         :return: the segments
         """
         if n < 0:
@@ -251,6 +256,8 @@ class SegmentStore:
             # Episode ids never decrease in time, so equal ids at both ends mean one episode throughout.
             episode = self._episode[:, self._chronological_slots(self._size)]
             valid = episode[:, :n_starts] == episode[:, size_segment - 1 :]
+            if recent_episodes is not None:
+                valid &= self._newest_episodes(episode, valid, recent_episodes)[:, :n_starts]
         candidates = np.flatnonzero(valid)
         if len(candidates) == 0:
             raise ValueError(
@@ -270,6 +277,34 @@ class SegmentStore:
             start=(self._n_steps - self._size + offset).astype(np.int64),
             extras={name: ring[rows, slots] for name, ring in self._extras.items()},
         )
+
+    @staticmethod
+    def _newest_episodes(episode: np.ndarray, valid: np.ndarray, k: int) -> np.ndarray:
+        """
+        :param episode: ``(n_envs, size)`` episode ids of the stored steps, oldest first
+        :param valid: ``(n_envs, n_starts)`` start positions whose segment lies in one episode
+        :param k: how many episodes to keep
+        :return: ``(n_envs, size)`` mask of the steps of the ``k`` newest episodes that hold a valid start
+        """
+        if k < 1:
+            raise ValueError(f"recent_episodes must be >= 1 (or None for all episodes), got {k}")
+        n_envs, size = episode.shape
+        # Runs of one episode id along each env's row; every row opens a run, so runs never straddle two envs.
+        run_start = np.ones(episode.shape, dtype=bool)
+        run_start[:, 1:] = episode[:, 1:] != episode[:, :-1]
+        run_id = np.cumsum(run_start.ravel()) - 1
+        n_runs = int(run_id[-1]) + 1
+        last_step = np.zeros(n_runs, dtype=np.int64)
+        np.maximum.at(last_step, run_id, np.tile(np.arange(size), n_envs))
+        usable = np.zeros(n_runs, dtype=bool)
+        starts = np.zeros(episode.shape, dtype=bool)
+        starts[:, : valid.shape[1]] = valid
+        usable[run_id[starts.ravel()]] = True
+        # Newest first by the step each episode last reached; ties (envs ending together) by env order.
+        order = np.lexsort((np.arange(n_runs), -last_step))
+        keep = np.zeros(n_runs, dtype=bool)
+        keep[order[usable[order]][:k]] = True
+        return keep[run_id].reshape(episode.shape)
 
     def last_transitions(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """

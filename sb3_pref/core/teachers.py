@@ -14,15 +14,16 @@ _BIT_GENERATORS = {
 
 #: Index of each consumer's child in ``np.random.SeedSequence(seed).spawn(N_STREAMS)``: one seed gives
 #: the teacher (label noise) and the learner (segment sampling, minibatches) independent streams, so
-#: label noise does not depend on which segments were drawn.
-TEACHER_STREAM, LEARNER_STREAM = 0, 1
-N_STREAMS = 2
+#: label noise does not depend on which segments were drawn. A child depends only on its index, so adding a
+#: stream leaves the others as they were.
+TEACHER_STREAM, LEARNER_STREAM, REPLAY_STREAM = 0, 1, 2
+N_STREAMS = 3
 
 
 def stream_generator(seed: Optional[int], stream: int) -> np.random.Generator:
     """
     :param seed: the run's seed (None: fresh OS entropy, not reproducible)
-    :param stream: ``TEACHER_STREAM`` or ``LEARNER_STREAM``
+    :param stream: ``TEACHER_STREAM``, ``LEARNER_STREAM`` or ``REPLAY_STREAM`` (an off-policy writer's draws)
     :return: a generator on that stream, independent of the other streams of the same seed
     """
     return np.random.default_rng(np.random.SeedSequence(seed).spawn(N_STREAMS)[stream])

@@ -215,6 +215,13 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
     robust.add_argument(
         "--rune-decay", type=probability, default=0.0, help="RUNE's decay of beta_t per env step (1e-5 with PEBBLE)"
     )
+    robust.add_argument(
+        "--qpa-episodes",
+        type=non_negative_int,
+        default=0,
+        help="QPA's policy-aligned queries: pairs from the last N episodes only, and (SAC) half of each batch from "
+        "them while labels remain (0: off; QPA used 10 on DMC)",
+    )
 
     teacher = parser.add_argument_group("scripted teacher (default: oracle)")
     teacher.add_argument(

@@ -157,6 +157,7 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PP
         rime: bool = False,
         rune_beta: float = 0.0,
         rune_decay: float = 0.0,
+        qpa_episodes: int = 0,
         reset_critic: bool = True,
         _init_setup_model: bool = True,
     ) -> None:
