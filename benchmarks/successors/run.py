@@ -14,6 +14,9 @@ Studies:
 
 - ``rime``: B-Pref's ``mistake`` teacher (10% of the answers flipped) and RIME's own (30%), on cartpole_balance at
   the protocol's high budget (120k steps, 1000 labels), the defaults with and without ``rime=True``.
+- ``qpa``: QPA's policy-aligned queries (``qpa_episodes=10``, its DMC setting; with ``feed_type`` unset, uniform
+  draws among the last 10 episodes, as QPA) on cartpole_balance at both of the protocol's budgets (250 and 1000
+  labels), beside the defaults (disagreement among every stored segment) on the same seeds.
 """
 
 import argparse
@@ -41,6 +44,15 @@ STUDIES: dict[str, dict[str, Any]] = {
             "mistake10_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True}),
             "mistake30_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}}),
             "mistake30_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}, "rime": True}),
+        },
+    ),
+    "qpa": dict(
+        tasks=("cartpole_balance",),
+        seeds=range(100, 105),
+        protocol_arms=("ppo", "defaults_high", "defaults_low", "floor_high"),
+        arms={
+            "qpa_high": (0, {"qpa_episodes": 10}),
+            "qpa_low": (1, {"qpa_episodes": 10}),
         },
     ),
 }
