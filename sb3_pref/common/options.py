@@ -225,6 +225,11 @@ PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
     Option("rune_decay", float, 0.0, check=check_rune_decay, model_only=True, learner_arg="rune_decay",
            bpref_flag="rune_decay",
            doc="RUNE's decay of ``beta_t`` per env step (1e-5 with PEBBLE); 0 keeps it constant"),
+    Option("surf", bool, False, check=check_bool, model_only=True, learner_arg="surf", bpref_flag="surf",
+           doc="SURF's semi-supervised reward learning (Park et al. 2022; :mod:`~sb3_pref.core.surf`): each round also "
+               "draws unlabelled pairs (100 per query, at most 4096) and every member learns from those it is at least "
+               "99% sure about, on temporal crops; about 5x the reward model's training cost. Logged as "
+               "``reward/surf_confident``"),
     Option("qpa_episodes", int, 0, check=_int(0, 10), model_only=True, learner_arg="qpa_episodes",
            bpref_flag="qpa_episodes",
            doc="QPA's policy-aligned queries (Hu et al. 2024): each round draws its pairs from the last "

@@ -18,13 +18,17 @@ from sb3_pref.core.reward_trainer import RewardTrainer
 from sb3_pref.core.reward_training import check_schedule
 from sb3_pref.core.rime import RIMEFilter
 from sb3_pref.core.segments import SegmentBatch, SegmentStore
-from sb3_pref.core.teachers import LEARNER_STREAM, BaseTeacher, ScriptedTeacher, stream_generator
+from sb3_pref.core.surf import SURFLoss
+from sb3_pref.core.teachers import LEARNER_STREAM, SURF_STREAM, BaseTeacher, ScriptedTeacher, stream_generator
 
 # Due rounds that found no segment-long episode piece before a warning says why nothing is asked.
 _WARN_AFTER_WAITS = 10
 #: B-Pref's round size and reward passes, for a learner that follows no plan and a model that sets none
 BPREF_ROUND_SIZE = BPREF_SCHEDULE["on_policy"]["round_size"]
 BPREF_RE_UPDATE = BPREF_SCHEDULE["on_policy"]["re_update"]
+#: SURF's unlabelled pairs per round, per query of the round (its DMC runs: 100), and at most this many pairs (the
+#: pool lives on the reward model's device for the round: 4096 pairs of 50 steps of 30 features are 49 MB)
+SURF_POOL_RATIO, SURF_POOL_MAX = 100, 4096
 
 
 def to_torch_state(value: Any) -> Any:
@@ -81,6 +85,8 @@ class PreferenceLearner:
     :param rune_beta: RUNE's exploration bonus weight at the start (0: off): rewards for the policy are the
         ensemble's mean plus ``beta_t`` times its std over members
     :param rune_decay: RUNE's decay of ``beta_t`` per env step
+    :param surf: SURF's semi-supervised training (:mod:`sb3_pref.core.surf`): each round also draws unlabelled pairs,
+        and the reward model learns from those its members are confident about, on temporal crops
     :param qpa_episodes: QPA's policy-aligned queries: draw each round's candidate segments from the last this many
         episodes of all envs only (0: from every stored episode)
     :param seed: seed of the learner's generator (segment sampling, minibatch order): the learner stream
@@ -115,6 +121,7 @@ class PreferenceLearner:
         rune_beta: float = 0.0,
         rune_decay: float = 0.0,
         qpa_episodes: int = 0,
+        surf: bool = False,
     ) -> None:
         self.feed_type = resolve_query_method(feed_type)
         self.schedule = check_schedule(schedule, "reward_schedule")
@@ -143,6 +150,8 @@ class PreferenceLearner:
         if isinstance(qpa_episodes, bool) or not isinstance(qpa_episodes, (int, np.integer)) or qpa_episodes < 0:
             raise ValueError(f"qpa_episodes must be an int >= 0 (e.g. 10, QPA's on DMC; 0 turns it off), got {qpa_episodes!r}")
         self.qpa_episodes = int(qpa_episodes)
+        # SURF draws with its own stream of the seed: the learner's draws are the same with it on or off.
+        self.surf: Optional[SURFLoss] = SURFLoss(seed=stream_generator(seed, SURF_STREAM)) if surf else None
         self.teacher = teacher if teacher is not None else reward_model.teacher
         self.max_feed = int(max_feed)
         self.re_update = int(re_update)
@@ -288,6 +297,8 @@ class PreferenceLearner:
         if len(self.dataset) > 0:
             if self.normalize_before:
                 self._fit_normalisation()
+            if self.surf is not None:
+                self._draw_unlabelled_pool(n_queries)
             fit = self.trainer.fit(
                 self.dataset,
                 self.rng,
@@ -306,6 +317,8 @@ class PreferenceLearner:
             if "held_out_loss" in fit:  # the "auto" schedule's early-stop criterion
                 stats.update(model_held_out_loss=fit["held_out_loss"], model_held_out_accuracy=fit["held_out_accuracy"])
             stats.update(getattr(self.trainer.label_filter, "stats", {}))
+            if self.surf is not None:
+                stats.update(self.surf.stats)
         if self.normalize_rewards:
             self._fit_normalisation()
         stats["true_pref_accuracy"] = self.oracle_agreement()
@@ -315,7 +328,8 @@ class PreferenceLearner:
     def trainer(self) -> RewardTrainer:
         """Fits :attr:`reward_model` after each query round (built for the current model on first use)."""
         if self._trainer is None or self._trainer.model is not self.reward_model:
-            self._trainer = RewardTrainer(self.reward_model, label_filter=self.label_filter)
+            loss_terms = [self.surf] if self.surf is not None else []
+            self._trainer = RewardTrainer(self.reward_model, loss_terms=loss_terms, label_filter=self.label_filter)
         return self._trainer
 
     @trainer.setter
@@ -379,6 +393,15 @@ class PreferenceLearner:
         )
         return seg_0.take(index), seg_1.take(index)
 
+    def _draw_unlabelled_pool(self, n_queries: int) -> None:
+        """SURF: the round's unlabelled pairs, ``SURF_POOL_RATIO`` times the round's queries (at most ``SURF_POOL_MAX``)."""
+        assert self.surf is not None
+        n_pool = min(SURF_POOL_RATIO * max(n_queries, self.round_size()), SURF_POOL_MAX)
+        recent = self.qpa_episodes or None
+        seg_0 = self.store.sample(n_pool, self.size_segment, self.surf.rng, recent_episodes=recent)
+        seg_1 = self.store.sample(n_pool, self.size_segment, self.surf.rng, recent_episodes=recent)
+        self.surf.set_pool(seg_0.features, seg_1.features, self.reward_model.device)
+
     def _fit_normalisation(self, n_transitions: int = 10_000) -> None:
         # After this, predict_rewards on the same features has mean 0 / std 1 (gain 1/std, bias -mean/std).
         if self.normalization_sampler is not None:
@@ -431,6 +454,7 @@ class PreferenceLearner:
                 "store": self.store.state_dict(),
                 "reward_model_n_updates": self.reward_model.n_updates,
                 **({"label_filter": self.label_filter.state_dict()} if self.label_filter is not None else {}),
+                **({"surf": self.surf.state_dict()} if self.surf is not None else {}),
             }
         )
 
@@ -452,6 +476,8 @@ class PreferenceLearner:
         self.reward_model.n_updates = int(state["reward_model_n_updates"])
         if self.label_filter is not None and "label_filter" in state:
             self.label_filter.load_state_dict(state["label_filter"])
+        if self.surf is not None and "surf" in state:
+            self.surf.load_state_dict(state["surf"])
 
     def _restore_teacher(self, saved: dict[str, Any]) -> None:
         if self.restore_teacher not in ("all", "progress", "counters", "none"):

@@ -216,6 +216,13 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
         "--rune-decay", type=probability, default=0.0, help="RUNE's decay of beta_t per env step (1e-5 with PEBBLE)"
     )
     robust.add_argument(
+        "--surf",
+        type=flag,
+        default=False,
+        help="SURF's semi-supervised reward learning: unlabelled pairs pseudo-labelled where the model is confident, "
+        "on temporal crops (0/1)",
+    )
+    robust.add_argument(
         "--qpa-episodes",
         type=non_negative_int,
         default=0,

@@ -165,6 +165,7 @@ class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, 
         rune_beta: float = 0.0,
         rune_decay: float = 0.0,
         qpa_episodes: int = 0,
+        surf: bool = False,
         # PPO_REWARD's own: the update's value loss.
         value_loss: str = "sb3",
     ) -> None:

@@ -158,6 +158,7 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PP
         rune_beta: float = 0.0,
         rune_decay: float = 0.0,
         qpa_episodes: int = 0,
+        surf: bool = False,
         reset_critic: bool = True,
         _init_setup_model: bool = True,
     ) -> None:
