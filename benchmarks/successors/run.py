@@ -17,6 +17,8 @@ Studies:
 - ``qpa``: QPA's policy-aligned queries (``qpa_episodes=10``, its DMC setting; with ``feed_type`` unset, uniform
   draws among the last 10 episodes, as QPA) on cartpole_balance at both of the protocol's budgets (250 and 1000
   labels), beside the defaults (disagreement among every stored segment) on the same seeds.
+- ``surf``: SURF's semi-supervised reward learning (``surf=True``: its runs' tau 0.99, lambda 1, mu 4, crops of up to
+  5 steps) on cartpole_balance at the protocol's low budget (250 labels), the few-label gap it was made for.
 """
 
 import argparse
@@ -54,6 +56,12 @@ STUDIES: dict[str, dict[str, Any]] = {
             "qpa_high": (0, {"qpa_episodes": 10}),
             "qpa_low": (1, {"qpa_episodes": 10}),
         },
+    ),
+    "surf": dict(
+        tasks=("cartpole_balance",),
+        seeds=range(100, 105),
+        protocol_arms=("ppo", "defaults_high", "defaults_low", "floor_high"),
+        arms={"surf_low": (1, {"surf": True})},
     ),
 }
 
