@@ -72,7 +72,9 @@ def test_first_round_is_uniform_then_feed_type(monkeypatch):
     calls = spy_select(monkeypatch)
     sample_sizes = []
     original_sample = learner.store.sample
-    monkeypatch.setattr(learner.store, "sample", lambda n, *args: sample_sizes.append(n) or original_sample(n, *args))
+    monkeypatch.setattr(
+        learner.store, "sample", lambda n, *args, **kwargs: sample_sizes.append(n) or original_sample(n, *args, **kwargs)
+    )
 
     learner.query_round()
     assert calls == [] and sample_sizes[:2] == [100, 100]  # uniform: mb_size random pairs, no selection

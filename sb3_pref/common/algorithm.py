@@ -40,9 +40,10 @@ from sb3_pref.common.validation import (
 )
 from sb3_pref.core.entropy import StateEntropyReward
 from sb3_pref.core.feedback_plan import FeedbackPlan, continue_plan, default_feed_type, plan_feedback
-from sb3_pref.core.learner import PreferenceLearner, make_teacher
+from sb3_pref.core.learner import PreferenceLearner
 from sb3_pref.core.preprocessing import FeatureEncoder
 from sb3_pref.core.reward_model import RewardModel
+from sb3_pref.core.teachers import make_teacher
 
 if TYPE_CHECKING:
     # For type checkers only: the mixin runs inside an SB3 algorithm. At run time the base is object.

@@ -22,8 +22,9 @@ from stable_baselines3.common.logger import Logger
 
 from sb3_pref.core.entropy import StateEntropyReward
 from sb3_pref.core.feedback_plan import FeedbackPlan
-from sb3_pref.core.learner import PreferenceLearner, to_numpy_state, to_torch_state
+from sb3_pref.core.learner import PreferenceLearner
 from sb3_pref.core.reward_model import RewardModel
+from sb3_pref.core.state import to_numpy_state, to_torch_state
 from sb3_pref.core.teachers import BaseTeacher, ScriptedTeacher
 
 #: The controller's phases, logged as ``reward/phase``.

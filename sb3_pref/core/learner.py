@@ -8,7 +8,6 @@ import warnings
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
-import torch as th
 
 from sb3_pref.core.feedback_plan import BPREF_SCHEDULE, FeedbackPlan
 from sb3_pref.core.preferences import PreferenceDataset
@@ -18,8 +17,9 @@ from sb3_pref.core.reward_trainer import RewardTrainer
 from sb3_pref.core.reward_training import check_schedule
 from sb3_pref.core.rime import RIMEFilter
 from sb3_pref.core.segments import SegmentBatch, SegmentStore
+from sb3_pref.core.state import to_numpy_state, to_torch_state
 from sb3_pref.core.surf import SURFLoss
-from sb3_pref.core.teachers import LEARNER_STREAM, SURF_STREAM, BaseTeacher, ScriptedTeacher, stream_generator
+from sb3_pref.core.teachers import LEARNER_STREAM, SURF_STREAM, BaseTeacher, stream_generator
 
 # Due rounds that found no segment-long episode piece before a warning says why nothing is asked.
 _WARN_AFTER_WAITS = 10
@@ -29,27 +29,6 @@ BPREF_RE_UPDATE = BPREF_SCHEDULE["on_policy"]["re_update"]
 #: SURF's unlabelled pairs per round, per query of the round (its DMC runs: 100), and at most this many pairs (the
 #: pool lives on the reward model's device for the round: 4096 pairs of 50 steps of 30 features are 49 MB)
 SURF_POOL_RATIO, SURF_POOL_MAX = 100, 4096
-
-
-def to_torch_state(value: Any) -> Any:
-    """Numpy arrays to tensors (recursively), so the state loads with ``torch.load(weights_only=True)``."""
-    if isinstance(value, dict):
-        return {key: to_torch_state(item) for key, item in value.items()}
-    if isinstance(value, np.ndarray):
-        # A copy: the arrays may be read-only views, and np.ascontiguousarray would make 0-d arrays 1-d.
-        return th.from_numpy(value.copy())
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-def to_numpy_state(value: Any) -> Any:
-    """Inverse of :func:`to_torch_state`."""
-    if isinstance(value, dict):
-        return {key: to_numpy_state(item) for key, item in value.items()}
-    if isinstance(value, th.Tensor):
-        return value.cpu().numpy()
-    return value
 
 
 class PreferenceLearner:
@@ -499,13 +478,4 @@ class PreferenceLearner:
         self.teacher.load_state_dict(saved)
 
 
-def make_teacher(teacher: Union[BaseTeacher, str, None], seed: Optional[int] = None) -> Optional[BaseTeacher]:
-    """A teacher object from a teacher, a B-Pref preset name, or None."""
-    if teacher is None or isinstance(teacher, BaseTeacher):
-        return teacher
-    if isinstance(teacher, str):
-        return ScriptedTeacher.preset(teacher, seed=seed)
-    raise ValueError(f"teacher must be a BaseTeacher or one of {sorted(ScriptedTeacher.PRESETS)}, got {teacher!r}")
-
-
-__all__ = ["QUERY_METHODS", "PreferenceLearner", "make_teacher"]
+__all__ = ["QUERY_METHODS", "PreferenceLearner"]

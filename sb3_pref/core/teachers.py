@@ -2,7 +2,7 @@
 
 import abc
 import math
-from typing import Any, ClassVar, Optional, Protocol
+from typing import Any, ClassVar, Optional, Protocol, Union
 
 import numpy as np
 
@@ -300,3 +300,12 @@ class ScriptedTeacher(BaseTeacher):
         bit_generator = _BIT_GENERATORS[name]()
         bit_generator.state = rng_state
         self.rng = np.random.Generator(bit_generator)
+
+
+def make_teacher(teacher: Union[BaseTeacher, str, None], seed: Optional[int] = None) -> Optional[BaseTeacher]:
+    """A teacher object from a teacher, a B-Pref preset name, or None."""
+    if teacher is None or isinstance(teacher, BaseTeacher):
+        return teacher
+    if isinstance(teacher, str):
+        return ScriptedTeacher.preset(teacher, seed=seed)
+    raise ValueError(f"teacher must be a BaseTeacher or one of {sorted(ScriptedTeacher.PRESETS)}, got {teacher!r}")
