@@ -5,7 +5,7 @@ from your answers and the policy from the reward model.
 
     python examples/human_feedback.py                    # Pendulum: teach it to spin counter-clockwise
     python examples/human_feedback.py --mode async       # training keeps running while you answer
-    python examples/human_feedback.py --resume runs/human_feedback/checkpoints/model_24576_steps.zip
+    python examples/human_feedback.py --resume runs/human_feedback/checkpoints/model_24576.zip
     python examples/human_feedback.py --env dmc:cheetah_run --total-timesteps 1000000 \\
         --instruction "Prefer the cheetah turning over backwards (a backflip)."
     python examples/human_feedback.py --goal upright --mixed 0.1   # a scripted teacher answers 90%, you 10%
@@ -17,9 +17,7 @@ after a crash, restart with --resume and a checkpoint: the answers the checkpoin
 """
 
 import argparse
-import glob
 import os
-import re
 import shlex
 import sys
 import threading
@@ -29,11 +27,11 @@ from typing import Any, Callable, Optional
 import gymnasium as gym
 import numpy as np
 import torch as th
-from stable_baselines3.common.callbacks import CheckpointCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref import PPO_REWARD, RewardModel, ScriptedTeacher
+from sb3_pref.common.callbacks import AtomicCheckpointCallback, list_checkpoints
 from sb3_pref.human import HumanFeedbackCallback, HumanTeacher, MixedTeacher, RenderStateWrapper, SegmentRenderer
 
 PENDULUM_GOALS = {
@@ -87,9 +85,8 @@ PENDULUM_DT = 0.05  # Pendulum-v1's time step (env.unwrapped.dt)
 
 def newest_checkpoint(run_dir: str) -> Optional[str]:
     """:return: the checkpoint of this run with the most steps, or None before the first one"""
-    paths = glob.glob(os.path.join(run_dir, "checkpoints", "model_*_steps.zip"))
-    steps = {path: int(re.search(r"model_(\d+)_steps", path).group(1)) for path in paths}
-    return max(steps, key=steps.get) if steps else None
+    checkpoints = list_checkpoints(os.path.join(run_dir, "checkpoints"), "model")  # newest first
+    return checkpoints[0].model if checkpoints else None
 
 
 def resume_command(run_dir: str) -> str:
@@ -250,10 +247,9 @@ def main() -> None:
     stop = threading.Event()
     if args.simulated_person:
         threading.Thread(target=simulated_person, args=(human, args, stop), daemon=True).start()
-    # save_freq counts VecEnv steps: one checkpoint every 8192 env steps.
-    checkpoints = CheckpointCallback(
-        max(1, 8192 // env.num_envs), os.path.join(args.run_dir, "checkpoints"), name_prefix="model"
-    )
+    # One checkpoint every 8192 env steps, between rollouts and written aside, so a crash never leaves a torn one
+    # and no answer handed over in a rollout is missing from the checkpoint after it (docs/howto-save-resume.md).
+    checkpoints = AtomicCheckpointCallback(8192, os.path.join(args.run_dir, "checkpoints"), name_prefix="model")
     start = time.time()
     try:
         remaining = max(0, args.total_timesteps - model.num_timesteps)

@@ -249,3 +249,31 @@ def test_the_page_without_its_token_says_which_link_to_open(served):
         assert server.token not in page
     # The API keeps answering in JSON: the page's script reads it.
     assert request(base, "api/next")[1] == {"error": "missing access token: open the URL printed by the training script"}
+
+
+def test_a_restarted_run_serves_the_same_link_so_an_open_tab_reconnects(tmp_path):
+    """After a crash the resumed run's page has the run folder's last port and token: the old link works again."""
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    store = LabelStore(tmp_path / "labels.sqlite")
+    first = FeedbackServer(store, str(clips))
+    url, port, token = first.url, first.port, first.token
+    first.close()  # the process died: nothing listens on the port any more
+    store.close()
+    store = LabelStore(tmp_path / "labels.sqlite")  # the resumed process opens the same run folder
+    second = FeedbackServer(store, str(clips))
+    try:
+        assert (second.url, second.port, second.token) == (url, port, token)
+        assert request(server_base(url), "api/next", token)[0] == 200  # the old tab's requests are answered
+        # While the address is in use (the old process still alive), the page moves and says so.
+        with pytest.warns(UserWarning, match=f"last address \\(port {port}\\) is taken"):
+            third = FeedbackServer(store, str(clips))
+        assert third.port != port and third.token == token
+        third.close()
+    finally:
+        second.close()
+    # The folder keeps the newest address (the third's); a token given explicitly is the caller's, kept as given.
+    given = FeedbackServer(store, str(clips), token="given-token")
+    assert given.token == "given-token" and given.port == third.port
+    given.close()
+    store.close()

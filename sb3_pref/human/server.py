@@ -13,6 +13,7 @@ import math
 import os
 import re
 import secrets
+import socket
 import threading
 import time
 import warnings
@@ -32,6 +33,8 @@ from sb3_pref.human.params import BadParameter, id_arg, json_object, name_arg, p
 from sb3_pref.human.store import CHOICE_LABELS, LabelStore, UnknownQueryError
 
 TOKEN_HEADER = "X-Feedback-Token"
+#: the run folder's meta key of the page's last address ``{"host", "port", "token"}``
+ADDRESS_META = "page_address"
 # Query ids and media names are plain: anything else is refused before touching the disk or the database.
 _MEDIA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\.(mp4|webm|gif)$")
 _MEDIA_TYPES = {"mp4": "video/mp4", "webm": "video/webm", "gif": "image/gif"}
@@ -312,6 +315,18 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _port_free(host: str, port: int) -> bool:
+    """:return: whether a server could bind ``host:port`` now (werkzeug exits the process when it cannot)"""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug's server binds
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 class FeedbackServer:
     """
     The labelling page on a background thread (werkzeug's threaded server).
@@ -320,8 +335,8 @@ class FeedbackServer:
     :param media_dir: folder of the clips
     :param host: interface to bind; the loopback default keeps the page on this machine (use an SSH
         tunnel, ``ssh -L PORT:127.0.0.1:PORT host``, to label from another machine)
-    :param port: TCP port; 0 picks a free one
-    :param token: access token; None draws a random one
+    :param port: TCP port; 0 reuses the run folder's last port (a free one the first time)
+    :param token: access token; None reuses the run folder's last token (a random one the first time)
     :param status: returns the training side's status for the page
     :param on_answer: called with ``(query_id, choice)`` after each new answer
     :param instruction: what the person should prefer
@@ -345,16 +360,31 @@ class FeedbackServer:
                 f"the labelling page binds {host}: anyone who can reach this machine and knows the token can answer. "
                 "Prefer the default 127.0.0.1 with an SSH tunnel."
             )
-        self.token = token or secrets.token_urlsafe(24)
+        # The run folder keeps the page's address: a run resumed after a crash serves the same link, so the tab a
+        # person still has open reconnects by itself (it polls until the page is back).
+        last = store.get_meta(ADDRESS_META, None) or {}
+        same_host = last.get("host") == host
+        self.token = token or (last.get("token") if same_host else None) or secrets.token_urlsafe(24)
         self.app = create_app(
             store, media_dir, self.token, status=status, on_answer=on_answer, instruction=instruction, cross_check=cross_check
         )
-        self._server = make_server(host, port, self.app, threaded=True, request_handler=_QuietHandler)
+        self._server = self._bind(host, port or (int(last.get("port", 0)) if same_host else 0), explicit=bool(port))
         self.host, self.port = host, int(self._server.server_port)
+        store.set_meta(ADDRESS_META, {"host": host, "port": self.port, "token": self.token})
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="sb3-pref-labelling", daemon=True
         )
         self._thread.start()
+
+    def _bind(self, host: str, port: int, explicit: bool) -> Any:
+        if port and not explicit and not _port_free(host, port):
+            warnings.warn(
+                f"the labelling page's last address (port {port}) is taken: it moves to a new port, so an open tab "
+                "must be reopened from the new link",
+                stacklevel=3,
+            )
+            port = 0
+        return make_server(host, port, self.app, threaded=True, request_handler=_QuietHandler)
 
     @property
     def url(self) -> str:
