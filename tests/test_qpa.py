@@ -114,11 +114,12 @@ def test_hybrid_replay_draws_half_of_each_batch_from_the_newest_rows():
 
 
 def test_sac_reward_uses_the_hybrid_replay_while_labels_remain(monkeypatch):
-    env = gym.make("Pendulum-v1")
+    env = gym.make("Pendulum-v1", max_episode_steps=100)
     reward_model = RewardModel(env.observation_space, env.action_space, size_segment=20, mb_size=20, seed=0)
     model = SAC_REWARD(
-        "MlpPolicy", env, reward_model=reward_model, teacher="oracle", max_feed=40, num_interaction=400,
-        unsuper_step=0, learning_starts=200, batch_size=64, qpa_episodes=2, seed=0, device="cpu",
+        "MlpPolicy", env, reward_model=reward_model, teacher="oracle", max_feed=40, num_interaction=200,
+        unsuper_step=0, learning_starts=100, batch_size=32, policy_kwargs=dict(net_arch=[32, 32]), qpa_episodes=2,
+        seed=0, device="cpu",
     )  # fmt: skip
     updates: list[tuple[int, int]] = []  # (labels left, newest rows of the hybrid half or 0) per SAC update
     sample = RecentHalfSampler.sample
@@ -134,13 +135,13 @@ def test_sac_reward_uses_the_hybrid_replay_while_labels_remain(monkeypatch):
 
     monkeypatch.setattr(RecentHalfSampler, "sample", sample_spy)
     model.train = train_spy
-    model.learn(1200)
+    model.learn(600)
     assert model.pref_learner.total_feed == 40
-    # Rounds at 400 and 800 steps spend the budget: hybrid batches between them, plain ones once it is spent.
+    # Rounds at 200 and 400 steps spend the budget: hybrid batches between them, plain ones once it is spent.
     with_labels_left = {rows for left, rows in updates if 0 < left < 40}
     spent = {rows for left, rows in updates if left == 0}
-    assert with_labels_left == {400}  # the last two 200-step episodes of the one env: 400 rows
-    assert spent == {0} and len(updates) > 300
+    assert with_labels_left == {200}  # the last two 100-step episodes of the one env: 200 rows
+    assert spent == {0} and len(updates) > 150
     assert th.isfinite(next(model.critic.parameters())).all()
 
 
