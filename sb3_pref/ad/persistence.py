@@ -8,7 +8,7 @@ import io
 import json
 import os
 import zipfile
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import Any, Callable, Optional, Protocol, TypeVar, Union
 
 import numpy as np
 import torch as th
@@ -16,13 +16,38 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.ad.model import ADConfig
 
-if TYPE_CHECKING:
-    from sb3_pref.ad.ad import AD
+
+class SavedAD(Protocol):
+    """What saving and loading read and write of an :class:`~sb3_pref.ad.ad.AD` model (the class is above this
+    module: naming it here would close an import circle)."""
+
+    config: ADConfig
+    reward_values: list[float]
+    hyperparameters: dict[str, Any]
+    dtype: str
+    seed: Optional[int]
+    num_timesteps: int
+    _n_updates: int
+    _predict_rng: np.random.Generator
+    _data: Optional[dict[str, th.Tensor]]
+    _sampler: th.Generator
+    _sampler_state: Optional[th.Tensor]
+
+    @property
+    def policy(self) -> th.nn.Module: ...
+
+    @property
+    def optimizer(self) -> th.optim.Optimizer: ...
+
+    def set_histories(self, histories: Any) -> Any: ...
+
+
+ModelT = TypeVar("ModelT", bound=SavedAD)
 
 MODEL_FORMAT_VERSION = 1
 
 
-def save_ad(model: "AD", path: Union[str, os.PathLike]) -> None:
+def save_ad(model: SavedAD, path: Union[str, os.PathLike]) -> None:
     """
     A zip of ``config.json``, ``weights.npz`` and ``training.npz`` (plain arrays): no pickle anywhere.
     ``training.npz`` holds Adam's moments and the random states (window sampler, torch's, ``predict``'s),
@@ -68,12 +93,12 @@ def save_ad(model: "AD", path: Union[str, os.PathLike]) -> None:
 
 
 def load_ad(
-    cls: "type[AD]",
+    cls: Callable[..., ModelT],
     path: Union[str, os.PathLike],
     env: Optional[VecEnv] = None,
     device: Union[th.device, str] = "auto",
     **kwargs: Any,
-) -> "AD":
+) -> ModelT:
     """
     :param cls: ``AD`` (or a subclass)
     :param path: a file written by :func:`save_ad`
@@ -123,7 +148,7 @@ def load_ad(
     return model
 
 
-def _restore_training_state(model: "AD", header: dict[str, Any], training: dict[str, np.ndarray]) -> None:
+def _restore_training_state(model: SavedAD, header: dict[str, Any], training: dict[str, np.ndarray]) -> None:
     """Adam's moments and the random states written by :meth:`save` (a no-op for older files)."""
     if "param_groups" in header:
         moments: dict[int, dict[str, th.Tensor]] = {}

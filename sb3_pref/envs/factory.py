@@ -29,6 +29,21 @@ def is_gymnasium_env_name(name: str) -> bool:
     return name in gymnasium.registry
 
 
+def task_family(task: str) -> str:
+    """
+    :param task: a task name of the grid runner or the B-Pref scripts
+    :return: ``"metaworld"``, ``"gym"`` (a gymnasium id such as ``Pendulum-v1``) or ``"dmc"`` (for ppo / prefppo),
+        ``"darkroom"``, ``"bandit"`` or ``"ml1"`` (for rl2)
+    """
+    if task in ("darkroom", "bandit") or task.startswith("ml1-"):
+        return "ml1" if task.startswith("ml1-") else task
+    from sb3_pref.envs.metaworld import is_metaworld_env_name
+
+    if is_metaworld_env_name(task):
+        return "metaworld"
+    return "gym" if is_gymnasium_env_name(task) else "dmc"
+
+
 def gymnasium_episode_length(name: str) -> int:
     """
     :param name: a registered gymnasium id

@@ -10,6 +10,7 @@ from functools import cache
 from typing import Any, Union
 
 from sb3_pref.core.teachers import ScriptedTeacher
+from sb3_pref.envs.factory import task_family
 from sb3_pref.experiments.flags import TEACHER_FLAGS, flag_names
 
 # Set by the grid's axes or by the runner, never as hyperparameters.
@@ -133,8 +134,6 @@ def _parse_teachers(value: Any) -> dict[str, dict[str, float]]:
 
 def _check_task_name(task: str) -> None:
     """An unknown task is a config error now, not a failed run later (skipped when the suite is not installed)."""
-    from sb3_pref.experiments.defaults import task_family
-
     family = task_family(task)
     try:
         if family == "dmc":

@@ -10,6 +10,7 @@ for ``ppo`` / ``prefppo``, :data:`RL2_KEYS` for ``rl2`` and :data:`AD_KEYS` for 
 
 from typing import Any
 
+from sb3_pref.envs.factory import task_family
 from sb3_pref.experiments.registry import run_kind
 
 # B-Pref's walker_walk settings; every dm_control task starts from these.
@@ -179,21 +180,6 @@ def metaworld_task(name: str) -> str:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     return name
-
-
-def task_family(task: str) -> str:
-    """
-    :param task: a grid task name
-    :return: ``"metaworld"``, ``"gym"`` (a gymnasium id such as ``Pendulum-v1``) or ``"dmc"`` (for ppo / prefppo),
-        ``"darkroom"``, ``"bandit"`` or ``"ml1"`` (for rl2)
-    """
-    if task in ("darkroom", "bandit") or task.startswith("ml1-"):
-        return "ml1" if task.startswith("ml1-") else task
-    from sb3_pref.envs import is_gymnasium_env_name, is_metaworld_env_name
-
-    if is_metaworld_env_name(task):
-        return "metaworld"
-    return "gym" if is_gymnasium_env_name(task) else "dmc"
 
 
 def is_trial_task(task: str) -> bool:
