@@ -6,6 +6,7 @@ floor) on those seeds.
 
     python benchmarks/successors/run.py run [--study rime] [--workers 2]   # resumes where it stopped
     python benchmarks/successors/run.py report [--study rime]              # the tables of README.md
+    python benchmarks/successors/run.py plot [--study qpa]                 # its learning curves, a PNG beside README.md
 
 Nothing here was chosen on the seeds it reports: each method runs at its paper's settings (see
 ``docs/successors.md``), and the seeds are the protocol's reported ones.
@@ -188,6 +189,50 @@ def report(study: str) -> None:
         print("\nnot finished: " + (", ".join(f"{arm} {seeds}" for arm, seeds in missing.items() if seeds) or "none"))
 
 
+def plot(study: str) -> None:
+    """
+    The study's learning curves on each task: every arm's deterministic return at the start and at each 10% of the
+    run, the mean over the seeds every arm has finished (thick) and each seed (thin). Written to
+    ``results/<study>_<task>.png`` and, for the docs, ``docs/images/successors_<study>_<task>.png``.
+    """
+    import shutil
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    config = STUDIES[study]
+    arms = [*config["protocol_arms"], *config["arms"]]
+    images = HERE.parents[1] / "docs" / "images"
+    for task in config["tasks"]:
+        runs = {arm: load(study, task, arm) for arm in arms}
+        seeds = [seed for seed in config["seeds"] if all(seed in runs[arm] for arm in arms)]
+        figure, axis = plt.subplots(figsize=(7.5, 4.5))
+        for index, arm in enumerate(arms):
+            colour = plt.get_cmap("tab10")(index)
+            curves = []
+            for seed in seeds:
+                run = runs[arm][seed]
+                steps = [0, *(step for step, _ in run["curve"])]
+                curves.append([run["start"], *(value for _, value in run["curve"])])
+                axis.plot(steps, curves[-1], color=colour, alpha=0.2, linewidth=0.8)
+            labels = runs[arm][seeds[0]].get("labels")
+            name = f"{arm} ({labels} labels)" if labels else f"{arm} (true reward)"
+            axis.plot(steps, np.mean(curves, axis=0), color=colour, linewidth=2.2, label=name)
+        axis.set_xlabel("env steps")
+        axis.set_ylabel("deterministic return (5 episodes)")
+        axis.set_title(f"{study}: {task}, seeds {seeds[0]}-{seeds[-1]} (thin: each seed; thick: mean)")
+        axis.legend(fontsize=8, loc="upper left")
+        figure.tight_layout()
+        path = RESULTS / f"{study}_{task}.png"
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+        shutil.copyfile(path, images / f"successors_{study}_{task}.png")
+        print(f"wrote {path}")
+
+
 def protocol_random(task: str) -> float:
     """:return: a uniform random policy's return on ``task``, the protocol's zero"""
     from report import RANDOM  # benchmarks/quality/report.py, on the path since the top of this file
@@ -197,12 +242,15 @@ def protocol_random(task: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["run", "report"])
+    parser.add_argument("command", choices=["run", "report", "plot"])
     parser.add_argument("--study", choices=sorted(STUDIES), default="rime")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     if args.command == "report":
         report(args.study)
+        return
+    if args.command == "plot":
+        plot(args.study)
         return
     todo = jobs(args.study)
     run_jobs(run_job, todo, args.workers)
