@@ -21,6 +21,9 @@ Studies:
 - ``qpa_dev``: the development check that QPA's low-budget result asks for before any default could change: the
   defaults and ``qpa_episodes=10`` at 250 labels on the development seeds 0-4 (no PPO or oracle arm: the scores are
   compared with each other only).
+- ``rune``: RUNE's exploration bonus (``rune_beta=0.01``, constant: its PrefPPO setting) on cartpole_swingup at the
+  protocol's high budget (400k steps, 1000 labels), the exploration gap it was made for; it reports once the
+  protocol's own cartpole_swingup arms have reached the same seeds.
 - ``surf``: SURF's semi-supervised reward learning (``surf=True``: its runs' tau 0.99, lambda 1, mu 4, crops of up to
   5 steps) on cartpole_balance at the protocol's low budget (250 labels), the few-label gap it was made for.
 """
@@ -66,6 +69,12 @@ STUDIES: dict[str, dict[str, Any]] = {
         seeds=range(0, 5),
         protocol_arms=(),
         arms={"plain_low": (1, {}), "qpa_low": (1, {"qpa_episodes": 10})},
+    ),
+    "rune": dict(
+        tasks=("cartpole_swingup",),
+        seeds=range(100, 105),
+        protocol_arms=("ppo", "defaults_high", "floor_high"),
+        arms={"rune_high": (0, {"rune_beta": 0.01})},
     ),
     "surf": dict(
         tasks=("cartpole_balance",),
