@@ -135,7 +135,10 @@ def simulated_person(teacher: HumanTeacher, args: argparse.Namespace, stop: thre
 def behaviour(
     model: PPO_REWARD, make_render_env: Callable[[], gym.Env], args: argparse.Namespace, video: str = ""
 ) -> tuple[str, str]:
-    """One deterministic episode: its true return and Pendulum's net turns, and optionally a clip of it (its path)."""
+    """
+    One deterministic episode: what was taught first (Pendulum's net turns when the goal is to spin), then the task's
+    own return, and optionally a clip of it (its path).
+    """
     env = RenderStateWrapper(make_render_env())
     obs, _ = env.reset(seed=args.seed + 1000)
     states, total, done = [], 0.0, False
@@ -149,7 +152,11 @@ def behaviour(
     summary = f"true return {total:8.1f}"
     if args.env == "Pendulum-v1":
         turns = np.sum(np.asarray(states)[:, 1]) * env.unwrapped.dt / (2 * np.pi)
-        summary += f", {turns:+5.1f} turns (+ = counter-clockwise)"
+        if args.goal == "spin" and args.instruction is None:
+            # the person taught the turning, not the task's reward: lead with it
+            summary = f"{turns:+5.1f} turns (+ = counter-clockwise, what was taught); task reward {total:.1f} (not taught)"
+        else:
+            summary += f", {turns:+5.1f} turns (+ = counter-clockwise)"
     clip = ""
     if video:
         renderer = SegmentRenderer(make_render_env)
@@ -244,6 +251,11 @@ def main() -> None:
             seed=args.seed,
         )
     before, _ = behaviour(model, make_render_env, args)
+    # A resumed run starts from a checkpoint's policy: "before" is the run's real start, kept in the run folder.
+    if args.resume:
+        before = human.store.get_meta("before_training", before)
+    else:
+        human.store.set_meta("before_training", before)
     stop = threading.Event()
     if args.simulated_person:
         threading.Thread(target=simulated_person, args=(human, args, stop), daemon=True).start()
