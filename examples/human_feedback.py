@@ -33,6 +33,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from sb3_pref import PPO_REWARD, RewardModel, ScriptedTeacher
 from sb3_pref.common.callbacks import AtomicCheckpointCallback, list_checkpoints
 from sb3_pref.human import HumanFeedbackCallback, HumanTeacher, MixedTeacher, RenderStateWrapper, SegmentRenderer
+from sb3_pref.human.progress import serve_command
 
 PENDULUM_GOALS = {
     "spin": "Prefer the clip where the pendulum turns counter-clockwise (towards the left at the top) the most: "
@@ -59,6 +60,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--resume", default=None, help="a checkpoint .zip of this run to continue from")
     parser.add_argument("--port", type=int, default=0, help="port of the page (0: any free port)")
     parser.add_argument("--simulated-person", action="store_true", help="answer by script (checks the set-up)")
+    parser.add_argument(
+        "--keep-page",
+        type=float,
+        default=600,
+        help="without a terminal (nohup): seconds the page keeps showing the result before the script exits",
+    )
     parser.add_argument("--seed", type=int, default=0)
     return parser.parse_args()
 
@@ -202,6 +209,7 @@ def main() -> None:
         instruction=instruction,
         port=args.port,
         resume_command=lambda: resume_command(args.run_dir),
+        correction_window=0 if args.simulated_person else 5,  # a script does not change its answers
     )
     teacher = (
         human if args.mixed is None else MixedTeacher(ScriptedTeacher.preset("oracle"), human, args.mixed, seed=args.seed)
@@ -294,11 +302,25 @@ def main() -> None:
         print(f"{people['people']:.0f} people agreed on {people['rate']:.0%} of {people['n']:.0f} pairs judged twice")
     print(timing_report(human))
     if not args.simulated_person:
-        try:  # the page shows the result and the final policy's clip until the person is done looking
-            input(f"the result is on the page ({human.url}); press Enter to close it ")
-        except (EOFError, KeyboardInterrupt):
-            pass
+        keep_page_open(human, args.keep_page)
     human.close()
+
+
+def keep_page_open(human: HumanTeacher, seconds: float) -> None:
+    """The page shows the result and the final policy's clip until the person is done looking."""
+    try:
+        if sys.stdin is not None and sys.stdin.isatty():
+            input(f"the result is on the page ({human.url}); press Enter to close it ")
+            return
+        # No terminal to press Enter in (nohup, a service): keep the page up for a while instead of closing it at once.
+        print(
+            f"the result is on the page ({human.url}) for {seconds / 60:.0f} min (stop earlier with Ctrl-C or kill); "
+            f"later: {serve_command(human.run_dir)}",
+            flush=True,
+        )
+        time.sleep(max(0.0, seconds))
+    except (EOFError, KeyboardInterrupt):
+        pass
 
 
 if __name__ == "__main__":

@@ -109,6 +109,13 @@ def test_person_answers_in_chromium_and_labels_reach_the_dataset(tmp_path, page)
                 page.keyboard.press(key)
             wait_for(lambda position=position: teacher.store.counts()["answered"] == position)
         page.wait_for_function("() => document.getElementById('answered').textContent === '4'")
+        # The round's last answer can still be changed: training takes the round correction_window (5 s) after it.
+        assert training.is_alive()
+        page.click("#change")
+        page.wait_for_function(PAIR_READY, arg=4, timeout=30_000)
+        page.wait_for_timeout(ANSWER_DELAY_MS)
+        page.click("#btn-right")
+        wait_for(lambda: teacher.store.answers().get(4) == "right")
         training.join(timeout=30)
         check_round(teacher, learner, outcome)
     finally:
@@ -117,13 +124,14 @@ def test_person_answers_in_chromium_and_labels_reach_the_dataset(tmp_path, page)
 
 def check_round(teacher: HumanTeacher, learner: PreferenceLearner, outcome: dict) -> None:
     assert "error" not in outcome, outcome.get("error")
-    assert teacher.store.answers() == {1: "left", 2: "right", 3: "equal", 4: "skip"}
-    # Left = seg_0 preferred = 0.0, right = 1.0, equal = 0.5; "can't tell" is skipped (not stored).
+    # Pair 4 was answered "can't tell", then changed to right before training took the round.
+    assert teacher.store.answers() == {1: "left", 2: "right", 3: "equal", 4: "right"}
+    # Left = seg_0 preferred = 0.0, right = 1.0, equal = 0.5 (a "can't tell" would be skipped, not stored).
     dataset = learner.dataset
-    np.testing.assert_array_equal(dataset.labels, [0.0, 1.0, 0.5])
-    seg_0, seg_1 = teacher.store.load_pairs([1, 2, 3])
+    np.testing.assert_array_equal(dataset.labels, [0.0, 1.0, 0.5, 1.0])
+    seg_0, seg_1 = teacher.store.load_pairs([1, 2, 3, 4])
     assert pair_rows(dataset.features_0, dataset.features_1) == pair_rows(seg_0.features, seg_1.features)
-    assert outcome["stats"]["round_queries"] == 4 and teacher.counters["skipped"] == 1
+    assert outcome["stats"]["round_queries"] == 4 and teacher.counters["skipped"] == 0
     # Each pair was reported playing on screen before it was answered.
     for query_id in range(1, 5):
         info = teacher.store.query_info(query_id)

@@ -69,8 +69,8 @@ def test_a_missing_clip_shows_a_message_and_can_be_answered_cant_tell(tmp_path, 
         page.goto(teacher.url)
         # A resumed run tells the person that the pairs they see are asked again.
         expect()(page.locator("#notice")).to_have_text(
-            "Training restarted from a checkpoint taken before query round 1: round 1 is asked again, with new clips. "
-            "Your earlier answers are kept and used too."
+            "Training restarted from a checkpoint taken before query round 1. Your answers are kept; the 2 pairs asked "
+            "before the restart and not answered yet come first, and no pair is asked twice."
         )
         expect()(page.locator("#left-error")).to_be_visible(timeout=15_000)
         expect()(page.locator("#left-error")).to_contain_text("could not be loaded")
@@ -123,8 +123,29 @@ def test_two_tabs_get_different_pairs_and_hear_which_answer_stood(tmp_path, new_
         second.click("#btn-right")
         expect()(first.locator("#note")).to_contain_text("Pair 2 was answered", timeout=3_000)
         expect()(first.locator("#note")).to_contain_text("\u201cRight is better\u201d stands")
+        expect()(first.locator("#note")).to_contain_text("No other pair is waiting now")  # no "here is the next pair"
         expect()(first.locator("#work")).to_be_hidden()
         assert teacher.store.answers() == {1: "left", 2: "right"}
+    finally:
+        teacher.close()
+
+
+def test_a_duplicated_tab_gets_its_own_pair(tmp_path, new_page):
+    """Chrome's "Duplicate tab" (and a link opened in a new tab) copies sessionStorage, so the tab's id: not its pair."""
+    teacher = teacher_with_pairs(tmp_path / "run", 3)
+    try:
+        first = new_page()
+        first.goto(teacher.url)
+        first.wait_for_function(PAIR_READY, arg=1, timeout=20_000)
+        viewer = first.evaluate("sessionStorage.getItem('sb3pref-viewer')")
+        second = first.context.new_page()
+        second.add_init_script(f"sessionStorage.setItem('sb3pref-viewer', {viewer!r})")  # what duplicating copies
+        second.goto(teacher.url)
+        second.wait_for_function(PAIR_READY, arg=2, timeout=20_000)
+        assert second.evaluate("sessionStorage.getItem('sb3pref-viewer')") != viewer
+        expect()(second.locator("#pair-id")).not_to_contain_text("someone else")
+        first.wait_for_timeout(1_500)  # several polls later the first tab still shows its own pair
+        expect()(first.locator("#pair-id")).to_have_text("Pair 1 (query round 1)")
     finally:
         teacher.close()
 
@@ -205,6 +226,8 @@ def test_the_last_answer_can_be_corrected_until_training_uses_it(tmp_path, new_p
         assert teacher.store.answers() == {1: "right"}
         # Pair 2 answered; then training takes the answers: the page stops offering a change.
         answer_when_ready(page, 2, "#btn-equal")
+        expect()(page.get_by_role("button", name="Change your answer to pair 2")).to_be_visible()
+        page.reload()  # a reload keeps the offer while the answer is still open to change
         expect()(page.get_by_role("button", name="Change your answer to pair 2")).to_be_visible()
         _, _, labels = teacher.late_labels()
         assert labels.tolist() == [1.0, 0.5]

@@ -286,3 +286,26 @@ def test_the_examples_timing_line_measures_only_the_wait_for_the_clip(tmp_path, 
         assert "playing 0.04 s after the page showed them" in report, report
     finally:
         teacher.close()
+
+
+def test_without_a_terminal_the_example_keeps_the_result_on_the_page(tmp_path, capsys, monkeypatch):
+    """Under nohup, input() meets end-of-file at once: the page must stay up for the person to see the result."""
+    import importlib.util
+    import io
+    import time
+
+    spec = importlib.util.spec_from_file_location(
+        "human_example", os.path.join(TESTS_DIR, "..", "examples", "human_feedback.py")
+    )
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # what nohup gives: not a terminal, empty
+    teacher = HumanTeacher("Pendulum-v1", run_dir=tmp_path / "run", serve=False, verbose=0)
+    try:
+        start = time.monotonic()
+        example.keep_page_open(teacher, 0.6)
+        assert time.monotonic() - start >= 0.6
+    finally:
+        teacher.close()
+    printed = capsys.readouterr().out
+    assert "for 0 min" in printed and "python -m sb3_pref.human serve" in printed and str(tmp_path / "run") in printed

@@ -7,10 +7,11 @@ from typing import Optional
 import numpy as np
 import pytest
 from human_helpers import pair_rows, pendulum_segments, request, server_base, small_pendulum_model, wait_for
+from stable_baselines3.common.env_util import make_vec_env
 
-from sb3_pref import RewardModel, ScriptedTeacher
+from sb3_pref import PPO_REWARD, RewardModel, ScriptedTeacher
 from sb3_pref.core.learner import PreferenceLearner
-from sb3_pref.human import HumanFeedbackCallback, HumanTeacher, MixedTeacher
+from sb3_pref.human import HumanFeedbackCallback, HumanTeacher, MixedTeacher, RenderStateWrapper
 
 
 class Person(threading.Thread):
@@ -238,7 +239,7 @@ def test_ppo_reward_learns_from_answers_given_over_http(teacher_factory):
     assert progress["done"] is True and progress["labels"] == 8 and progress["timesteps"] == 384
 
 
-def test_a_resumed_run_tells_the_person_that_rounds_are_asked_again(teacher_factory, pairs):
+def test_a_resumed_run_tells_the_person_what_is_still_asked(teacher_factory, pairs):
     teacher = teacher_factory(mode="async", serve=False)
     for _ in range(3):
         teacher.label_pairs(*[segments.take([0]) for segments in pairs])
@@ -247,6 +248,55 @@ def test_a_resumed_run_tells_the_person_that_rounds_are_asked_again(teacher_fact
     state = teacher.state_dict()
     resumed = teacher_factory(mode="async", serve=False)
     resumed.load_state_dict({**state, "round": 1})  # a checkpoint taken after round 1
-    assert "rounds 2 to 3 are asked again" in resumed.status()["notice"]
+    assert "before query round 2" in resumed.status()["notice"]
+    assert "the 2 pairs asked before the restart and not answered yet come first" in resumed.status()["notice"]
+    # Until the learner has counted the carried pairs, a checkpoint is still one taken after round 1.
+    assert resumed.state_dict()["round"] == 1
+    resumed.store.record_answer(2, "left")
+    assert "the 1 pair asked" in resumed.status()["notice"]
+    resumed.store.record_answer(3, "skip")
+    assert resumed.status()["notice"] == ""  # nothing it spoke of is left: the notice goes
+    assert resumed.carried_queries() == 2 and resumed.carried_queries() == 0  # reported once
+    assert resumed.state_dict()["round"] == 3
     # The status says how many queries were asked, even before any callback reported it.
     assert teacher.status()["progress"]["queries_asked"] == 3
+
+
+def test_a_round_cut_by_a_crash_is_finished_on_the_page_not_asked_again(teacher_factory, tmp_path):
+    """
+    The "70 answers for a budget of 60" case: a blocking run resumed from a checkpoint taken before a round that the
+    crash interrupted waits for that round's unanswered pairs (the same clips) instead of asking new ones, and the
+    person never answers more than ``max_feed`` pairs.
+    """
+    first = teacher_factory(mode="async", serve=False)
+    model = small_pendulum_model(first, max_feed=6, mb_size=3)
+    model.learn(64)  # round 1: queries 1-3
+    wait_for(lambda: first.store.counts()["queries"] == 3)
+    for query_id in (1, 2, 3):
+        first.store.record_answer(query_id, by_true_return(first, query_id))
+    model.save(tmp_path / "checkpoint")
+    model.learn(64, reset_num_timesteps=False)  # round 2: queries 4-6; one answered, then the process dies
+    wait_for(lambda: first.store.counts()["queries"] == 6)
+    first.store.record_answer(4, by_true_return(first, 4))
+    first.close()
+
+    resumed = teacher_factory(mode="blocking", timeout=60)
+    env = make_vec_env("Pendulum-v1", n_envs=1, seed=1, wrapper_class=RenderStateWrapper)
+    model = PPO_REWARD.load(tmp_path / "checkpoint", env=env, teacher=resumed)
+    assert model.pref_learner.total_feed == 3 and model.pref_learner.budget_left == 3
+    person = Person(resumed, by_true_return)
+    person.start()
+    model.learn(128, reset_num_timesteps=False)  # the resumed round 2, then a round with the budget spent
+    person.stop.set()
+    person.join(timeout=10)
+    assert person.error is None
+
+    learner = model.pref_learner
+    assert sorted(person.given) == [5, 6]  # the interrupted round's unanswered pairs, on the same clips
+    assert resumed.store.counts() == {"queries": 6, "answered": 6, "pending": 0, "skipped": 0}  # none new
+    assert learner.total_feed == 6 == learner.max_feed and learner.budget_left == 0
+    assert len(learner.dataset) == 6 and learner.n_rounds == 2
+    seg_0, seg_1 = resumed.store.load_pairs(list(range(1, 7)))
+    assert sorted(pair_rows(learner.dataset.features_0, learner.dataset.features_1)) == sorted(
+        pair_rows(seg_0.features, seg_1.features)
+    )

@@ -243,9 +243,13 @@ class PreferenceLearner:
             ``first_round_uniform``)
         :return: statistics of the round, keys as logged under ``reward/``
         """
+        # Pairs a teacher asked after the checkpoint this learner was restored from (a person's page before a crash):
+        # they were asked within the budget, so they count against it, and the round they belong to asks only the rest.
+        carried = self._take_carried_queries()
+        self.total_feed += carried
         n_late = self._add_late_labels()
         n_new = n_late
-        n_queries = min(self.round_size(), self.budget_left)
+        n_queries = min(max(self.round_size() - carried, 0), self.budget_left)
         if n_queries > 0 and not self.ready:
             # Not one segment fits yet: ask later rather than fail (B-Pref waits for enough data too).
             n_queries = 0
@@ -257,9 +261,13 @@ class PreferenceLearner:
                     "episodes end sooner than a segment lasts; lower size_segment",
                     stacklevel=2,
                 )
+        if carried and n_queries <= 0:
+            self.n_rounds += 1  # the interrupted round, completed by the pairs it carried over
         if n_queries <= 0 and n_late == 0:
-            return {}
+            return {"carried_queries": float(carried)} if carried else {}
         stats: dict[str, float] = {"late_labels": float(n_late)} if n_late else {}
+        if carried:
+            stats["carried_queries"] = float(carried)
         if n_queries > 0:
             if method is None:
                 method = "uniform" if self.n_rounds == 0 and self.first_round_uniform else self.feed_type
@@ -335,6 +343,18 @@ class PreferenceLearner:
         self.first_round_size = plan.first_round or None
         self.later_round_size = plan.round_size
         self.re_update = int(plan.re_update)
+
+    def _take_carried_queries(self) -> int:
+        """
+        Teachers that can outlive a training process (a person's page, whose questions stay in the run folder) expose
+        ``carried_queries() -> int``: the pairs asked after the checkpoint this learner was restored from, which its
+        ``total_feed`` does not count. Their answers arrive through ``late_labels``; the teacher reports them once.
+        """
+        carried_queries = getattr(self.teacher, "carried_queries", None)
+        carried = int(carried_queries()) if carried_queries is not None else 0
+        if carried < 0:
+            raise ValueError(f"{type(self.teacher).__name__}.carried_queries() returned {carried}, expected a count >= 0")
+        return carried
 
     def _add_late_labels(self) -> int:
         """

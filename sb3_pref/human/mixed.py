@@ -57,6 +57,10 @@ class MixedTeacher(BaseTeacher):
         """The person's answers not yet handed over (see :meth:`HumanTeacher.late_labels`)."""
         return self.human.late_labels()
 
+    def carried_queries(self) -> int:
+        """The person's pairs asked after a resumed run's checkpoint (see :meth:`HumanTeacher.carried_queries`)."""
+        return self.human.carried_queries()
+
     def agreement(self) -> dict[str, float]:
         """:return: ``{"n", "agree", "rate"}``: pairs both answered (neither skipped), matching answers, their share"""
         return self.human.agreement()

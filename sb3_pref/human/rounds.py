@@ -57,6 +57,7 @@ class HumanRoundsMixin:
 
     # For type checkers: HumanTeacher.__init__ sets these.
     timeout: Optional[float]
+    correction_window: float
     verbose: int
     media_dir: str
     store: LabelStore
@@ -75,7 +76,14 @@ class HumanRoundsMixin:
         def url(self) -> Optional[str]: ...  # HumanTeacher's
 
     # ------------------------------------------------------------ waiting (blocking mode)
-    def _wait(self, job: _Round) -> dict[int, str]:
+    def _wait(self, job: _Round, take: bool = True) -> dict[int, str]:
+        """
+        Wait until every pair of ``job`` is answered or its timeout passes.
+
+        :param take: mark the answers as handed to the learner (False: only wait; ``late_labels`` hands them over)
+        :return: the answers of the job's pairs
+        """
+        take_answers = self.store.take_answers if take else self.store.answers
         announced = False
         with self._cond:
             self._waiting, self._deadline = job, None
@@ -89,10 +97,10 @@ class HumanRoundsMixin:
                     done, query_ids, deadline = job.done, list(job.query_ids), self._deadline
                 answers = self.store.answers(query_ids)
                 # take_answers marks them used: from here on the page can no longer correct them.
-                if done and len(answers) == len(job):
-                    return self.store.take_answers(query_ids)
+                if done and len(answers) == len(job) and not self._may_still_correct(query_ids):
+                    return take_answers(query_ids)
                 if deadline is not None and time.monotonic() >= deadline:
-                    answers = self.store.take_answers(query_ids)
+                    answers = take_answers(query_ids)
                     self._report_timeout(job, len(answers))
                     return answers
                 if not announced and self.verbose and self.server is not None:
@@ -104,6 +112,16 @@ class HumanRoundsMixin:
         finally:
             with self._cond:
                 self._waiting, self._deadline = None, None
+
+    def _may_still_correct(self, query_ids: list[int]) -> bool:
+        """
+        The round's last answer is younger than ``correction_window``: training takes the answers a moment later, so
+        the person can still change it (once taken, an answer is final).
+        """
+        if self.correction_window <= 0:
+            return False
+        latest = self.store.last_answer_time(query_ids)
+        return latest is not None and time.time() - latest < self.correction_window
 
     def _report_timeout(self, job: _Round, n_answered: int) -> None:
         message = (

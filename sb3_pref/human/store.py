@@ -221,6 +221,21 @@ class LabelStore:
                 )
         return answers
 
+    def last_answer_time(self, query_ids: Sequence[int]) -> Optional[float]:
+        """:return: when the newest answer (or correction) to these queries was given (epoch seconds; None: no answer)"""
+        ids = [int(query_id) for query_id in query_ids]
+        latest: Optional[float] = None
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                row = self._db.execute(
+                    f"SELECT MAX(MAX(answered, COALESCE(corrected, 0))) FROM answers WHERE query_id IN ({marks})", chunk
+                ).fetchone()
+                if row[0] is not None:
+                    latest = row[0] if latest is None else max(latest, row[0])
+        return latest
+
     def answer_info(self, query_id: int) -> Optional[dict[str, Any]]:
         """:return: ``choice, labeller, used`` of a query's standing answer (None if unanswered)"""
         with self._lock:
@@ -303,6 +318,12 @@ class LabelStore:
         """:return: the highest query round stored (0 if none)"""
         with self._lock:
             return int(self._db.execute("SELECT COALESCE(MAX(round), 0) FROM queries").fetchone()[0])
+
+    def queries_after_round(self, round_index: int) -> list[int]:
+        """:return: the ids of the queries asked in rounds after ``round_index``, oldest first"""
+        with self._lock:
+            rows = self._db.execute("SELECT id FROM queries WHERE round > ? ORDER BY id", (int(round_index),)).fetchall()
+        return [int(row[0]) for row in rows]
 
     def is_media(self, name: str) -> bool:
         """:return: True if ``name`` is the video file of a query of this store"""

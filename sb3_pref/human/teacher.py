@@ -72,6 +72,8 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
     :param video_format: ``mp4`` (H.264), ``webm`` or ``gif``; None: mp4 if imageio-ffmpeg is installed
     :param trail: frames of motion trail drawn behind moving parts of the clips, so the direction of motion
         shows in every frame; None: on for classic-control envs (fixed camera, plain background), off otherwise
+    :param correction_window: blocking mode: seconds training waits after a round's last answer before taking the
+        round, so that answer can still be changed on the page (0: take it at once)
     :param resume_command: what the page tells the person to run if the training process stops (e.g. the
         script with ``--resume`` and its newest checkpoint), or a function returning it when asked; None: a
         general sentence
@@ -97,14 +99,18 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         verbose: int = 1,
         trail: Optional[int] = None,
         resume_command: Optional[Union[str, Callable[[], str]]] = None,
+        correction_window: float = 5.0,
     ) -> None:
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be 'blocking' or 'async', got {mode!r}")
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds or None (wait forever), got {timeout}")
+        if not correction_window >= 0:
+            raise ValueError(f"correction_window must be a number of seconds >= 0, got {correction_window}")
         self.mode = mode
         self.timeout = timeout
+        self.correction_window = float(correction_window)
         self.verbose = verbose
         self.run_dir = os.path.abspath(os.fspath(run_dir))
         self.media_dir = os.path.join(self.run_dir, "clips")
@@ -120,8 +126,13 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         self.resume_command = resume_command
         self._delivered: set[int] = set()
         self._round = 0
+        # A run resumed from a checkpoint: the pairs asked after it (see load_state_dict), counted once by the learner
+        # and, in blocking mode, waited for at its next round instead of asking new pairs in their place.
+        self._carried: list[int] = []
+        self._carried_reported = True
         self.progress = PageProgress(self.store)
-        self._notice = ""
+        # A resumed run's notice (see load_state_dict): the round it restarted before and the pairs still asked.
+        self._restart: Optional[tuple[int, list[int]]] = None
         self._cond = threading.Condition()
         self._rendering = 0  # pairs handed to the render thread and not yet registered
         self._waiting: Optional[_Round] = None
@@ -209,6 +220,8 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         :return: ``(seg_0, seg_1, labels)`` of those pairs (skipped ones as NaN), or None if there are none
         """
         self._check_open()
+        if self._carried and self.mode == "blocking":
+            self._wait_for_carried()
         answers = self.store.take_answers()
         new = [query_id for query_id in answers if query_id not in self._delivered]
         if not new:
@@ -216,6 +229,28 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         seg_0, seg_1 = self.store.load_pairs(new)
         labels = self._deliver(new, [answers[query_id] for query_id in new])
         return seg_0, seg_1, labels
+
+    def carried_queries(self) -> int:
+        """
+        The pairs this run's page asked after the checkpoint it was resumed from (see :meth:`load_state_dict`),
+        reported once: the learner counts them against its budget and its next round asks only what they lack, so
+        a crash never makes the person answer more than ``max_feed`` pairs.
+        """
+        if self._carried_reported:
+            return 0
+        self._carried_reported = True
+        return len(self._carried)
+
+    def _wait_for_carried(self) -> None:
+        """Blocking mode: the round interrupted by the crash waits for its unanswered pairs, still on the page."""
+        ids, self._carried = self._carried, []
+        if not ids:
+            return
+        seg_0, seg_1 = self.store.load_pairs(ids)
+        job = _Round(self._round, seg_0, seg_1, None, asked=time.time(), query_ids=ids, done=True)
+        waiting_since = time.monotonic()
+        self._wait(job, take=False)
+        self.progress.waited += time.monotonic() - waiting_since
 
     def _deliver(self, query_ids: list[int], choices: list[str]) -> np.ndarray:
         labels = np.array([CHOICE_LABELS[choice] for choice in choices], dtype=np.float64)
@@ -289,7 +324,7 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
             "learning": self.progress.learning and job is None,
             "curves": self.progress.curves,
             "final": self.store.get_meta("final"),
-            "notice": self._notice,
+            "notice": self._restart_notice(),
             "agreement": self.store.agreement(),
             "resume": self.resume_hint(),
         }
@@ -318,7 +353,9 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
     def state_dict(self) -> dict[str, Any]:
         """:return: counters, round count and the ids of the answers already handed to the learner"""
         state = super().state_dict()
-        state.update(round=self._round, delivered=sorted(self._delivered))
+        # Until the learner has counted the pairs carried over a restart, a checkpoint is still taken before them.
+        round_index = self._restart[0] - 1 if self._restart is not None and not self._carried_reported else self._round
+        state.update(round=round_index, delivered=sorted(self._delivered))
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -327,12 +364,27 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         self._round = int(state.get("round", 0))
         self._delivered = {int(query_id) for query_id in state.get("delivered", [])}
         last = self.store.last_round()
+        self._carried, self._carried_reported, self._restart = [], True, None
         if last > self._round:
-            rounds = f"round {last} is" if last == self._round + 1 else f"rounds {self._round + 1} to {last} are"
-            self._notice = (
-                f"Training restarted from a checkpoint taken before query round {self._round + 1}: {rounds} "
-                "asked again, with new clips. Your earlier answers are kept and used too."
-            )
+            # The pairs asked after the checkpoint stay what the person is asked: no new clips in their place.
+            self._carried = self.store.queries_after_round(self._round)
+            self._carried_reported = False
+            self._restart = (self._round + 1, list(self._carried))
+            self._round = last
+
+    def _restart_notice(self) -> str:
+        """What the page says after a restart from a checkpoint, while the pairs asked before the crash are unanswered."""
+        if self._restart is None:
+            return ""
+        first_round, ids = self._restart
+        left = len(ids) - len(self.store.answers(ids))
+        if left <= 0:
+            return ""  # every pair of the interrupted rounds answered: the notice no longer applies
+        pairs = "1 pair" if left == 1 else f"{left} pairs"
+        return (
+            f"Training restarted from a checkpoint taken before query round {first_round}. Your answers are kept; "
+            f"the {pairs} asked before the restart and not answered yet come first, and no pair is asked twice."
+        )
 
     def export_dataset(self, path: Union[str, os.PathLike]) -> int:
         """Write every answered pair of this run to a ``.npz`` preference dataset. :return: pairs written"""
