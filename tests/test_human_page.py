@@ -151,6 +151,24 @@ def test_a_duplicated_tab_gets_its_own_pair(tmp_path, new_page):
 
 
 NO_HORIZONTAL_SCROLL = "() => document.documentElement.scrollWidth <= window.innerWidth"
+# The rod's length on screen: the diagonal of the red in a clip's current frame, in CSS pixels as shown.
+ROD_PIXELS = """(selector) => {
+    const video = document.querySelector(selector), canvas = document.createElement("canvas");
+    const box = video.getBoundingClientRect(), scale = Math.min(box.width / video.videoWidth, box.height / video.videoHeight);
+    canvas.width = video.videoWidth; canvas.height = video.videoHeight;
+    const context = canvas.getContext("2d");
+    context.drawImage(video, 0, 0);
+    const data = context.getImageData(0, 0, canvas.width, canvas.height).data;
+    const red = (x, y) => {
+        const i = 4 * (y * canvas.width + x);
+        return data[i] > 150 && data[i + 1] < 110 && data[i + 2] < 110;
+    };
+    let top = canvas.height, bottom = 0, left = canvas.width, right = 0;
+    for (let y = 0; y < canvas.height; y++) for (let x = 0; x < canvas.width; x++) if (red(x, y)) {
+        top = Math.min(top, y); bottom = Math.max(bottom, y); left = Math.min(left, x); right = Math.max(right, x);
+    }
+    return Math.hypot(bottom - top, right - left) * scale;
+}"""
 
 
 def test_phone_viewport_fits_without_key_hints_and_names_are_clean(tmp_path, new_page):
@@ -163,11 +181,22 @@ def test_phone_viewport_fits_without_key_hints_and_names_are_clean(tmp_path, new
         for selector in ("#btn-left", "#btn-right", "#btn-equal", "#btn-skip", "#left", "#right"):
             box = phone.locator(selector).bounding_box()
             assert box["x"] >= 0 and box["x"] + box["width"] <= 390, (selector, box)
-        assert phone.locator("#left").bounding_box()["width"] >= 300  # was 147 px side by side
+        # Side by side, each clip 176 px square at 390 px (stacked, the height left each 120 px), and the pendulum is
+        # cropped to what the pair draws: its rod is longer on screen than the 35 px of the uncropped clip.
+        left, right = (phone.locator(selector).bounding_box() for selector in ("#left", "#right"))
+        assert left["y"] == right["y"] and min(left["height"], right["height"]) >= 170, (left, right)
+        rod = phone.evaluate(ROD_PIXELS, "#left")
+        print(f"rod on a 390 px phone: {rod:.0f} px")
+        assert rod >= 45, rod
         assert not phone.locator("kbd").first.is_visible() and not phone.locator(".help .keys").is_visible()
         phone.wait_for_timeout(ANSWER_DELAY_MS)
         phone.tap("#btn-right")
         wait_for(lambda: teacher.store.answers() == {1: "right"})
+        # After an answer its note and the change button join the buttons: Replay and Speed stay in view, uncovered.
+        phone.wait_for_function(PAIR_READY, arg=2, timeout=20_000)
+        expect()(phone.locator("#change")).to_be_visible()
+        for selector in ("#replay", "#speed", "#note", "#change", "#left", "#right"):
+            assert phone.evaluate(ON_SCREEN, selector), (selector, phone.locator(selector).bounding_box())
 
         desktop = new_page()
         desktop.goto(teacher.url)

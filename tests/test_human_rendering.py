@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from sb3_pref.human import RenderStateWrapper, SegmentRenderer, StateCodec, write_video
-from sb3_pref.human.rendering import motion_trail
+from sb3_pref.human.rendering import content_crop, motion_trail
 
 needs_osmesa = pytest.mark.skipif(
     ctypes.util.find_library("OSMesa") is None and "MUJOCO_GL" not in os.environ,
@@ -161,3 +161,49 @@ def test_classic_control_clips_get_a_trail_and_others_can_opt_in(tmp_path):
     assert painted[0] > 2 * painted[1], painted
     with pytest.raises(ValueError, match="trail"):
         SegmentRenderer(lambda: gym.make("Pendulum-v1", render_mode="rgb_array"), trail=-1)
+
+
+def _drawn(frames: np.ndarray) -> np.ndarray:
+    """Pixels of any frame that differ from Pendulum's white background."""
+    return (frames.min(axis=-1) < 215).any(axis=0)
+
+
+def test_a_pair_is_cropped_to_what_it_draws_at_one_scale(tmp_path):
+    from PIL import Image
+
+    # A pair on a phone: a short swing near the bottom and a full turn; both clips get the crop holding both.
+    small = np.array([[np.pi + 0.3 * np.sin(index / 3), 1.0] for index in range(12)])
+    full = np.array([[0.55 * index, 5.0] for index in range(12)])
+    renderer = SegmentRenderer(lambda: gym.make("Pendulum-v1", render_mode="rgb_array"), video_format="gif")
+    clips = [renderer.frames(small), renderer.frames(full)]
+    assert renderer.crop is True  # automatic: on for classic control
+    paths = renderer.write_clips([small, full], [str(tmp_path / "left"), str(tmp_path / "right")])
+    renderer.close()
+    height, width = clips[0].shape[1:3]
+    top, bottom, left, right = content_crop(clips)
+    # The frame's aspect ratio, at most 2x zoom, and nothing drawn in either clip falls outside the crop.
+    assert (bottom - top) * width == (right - left) * height and bottom - top >= height // 2
+    for frames in clips:
+        drawn = _drawn(frames)
+        assert drawn.sum() > 1000 and drawn[top:bottom, left:right].sum() == drawn.sum()
+    # The full turn needs most of the circle the rod sweeps (length 1 in a 2.2-wide view): a real zoom all the same.
+    assert bottom - top <= 0.7 * height, (top, bottom)
+    for path in paths:
+        with Image.open(path) as image:
+            assert image.size == (right - left, bottom - top)
+    # The small swing alone is cropped to the 2x limit, centred on what it draws.
+    top, bottom, left, right = content_crop(clips[:1])
+    assert bottom - top == height // 2 and _drawn(clips[0])[top:bottom, left:right].sum() == _drawn(clips[0]).sum()
+
+
+def test_a_clip_whose_drawing_spans_the_frame_is_not_cropped():
+    # CartPole's track runs across the whole frame: nothing to crop away.
+    env = gym.make("CartPole-v1", render_mode="rgb_array")
+    env.reset(seed=0)
+    frames = np.stack([env.render()] + [env.step(index % 2)[0] is not None and env.render() for index in range(5)])
+    env.close()
+    height, width = frames.shape[1:3]
+    top, bottom, left, right = content_crop([frames])
+    assert (left, right) == (0, width) and bottom - top >= height - 1
+    with pytest.raises(ValueError, match="crop"):
+        SegmentRenderer(lambda: gym.make("Pendulum-v1", render_mode="rgb_array"), crop="yes")

@@ -11,6 +11,7 @@ the few queried segments are ever drawn.
 import os
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any, Callable, Optional, SupportsFloat, Union
 
 import gymnasium as gym
@@ -20,6 +21,8 @@ from sb3_pref.envs.optional import select_headless_gl_backend
 
 RENDER_STATE_KEY = "render_state"
 VIDEO_FORMATS = ("mp4", "webm", "gif")
+#: At most 2x zoom when a classic-control clip is cropped to what it draws (see :func:`content_crop`).
+MIN_CROP_SHARE = 0.5
 #: Frames of motion trail a classic-control clip gets by default (see :func:`motion_trail`).
 CLASSIC_TRAIL = 5
 
@@ -230,6 +233,45 @@ def motion_trail(frames: np.ndarray, length: int = CLASSIC_TRAIL, strength: floa
     return out
 
 
+def content_crop(
+    clips: Sequence[np.ndarray], threshold: int = 40, pad: float = 0.06, min_share: float = MIN_CROP_SHARE
+) -> tuple[int, int, int, int]:
+    """
+    The part of the frame that holds everything drawn in any frame of any of ``clips`` (a pendulum's whole swing, a
+    cart's track), with the frame's own aspect ratio: clipped to it, a small agent in a large plain frame fills the
+    clip. The same crop for the clips of one pair keeps them at one scale, so they stay comparable.
+
+    Drawn pixels are those that differ from the background, the most common colour of the first frame: this assumes
+    a plain background seen by a fixed camera (classic control), as :func:`motion_trail` does.
+
+    :param clips: ``(T, height, width, 3)`` uint8 frames, all of one size
+    :param threshold: the largest channel difference from the background still counted as background
+    :param pad: margin around the drawn part, as a share of the frame's size
+    :param min_share: the crop keeps at least this share of the frame's width and height (at most 1 / it zoom)
+    :return: ``(top, bottom, left, right)`` pixel bounds (the whole frame when nothing is drawn)
+    """
+    height, width = clips[0].shape[1:3]
+    first = clips[0][0].reshape(-1, 3)
+    colours, counts = np.unique(first[::7], axis=0, return_counts=True)
+    background = colours[np.argmax(counts)].astype(np.int16)
+    drawn = np.zeros((height, width), dtype=bool)
+    for frames in clips:
+        for start in range(0, len(frames), 8):  # in chunks: a clip in int16 would be ~75 MB at 500x500x50
+            chunk = np.asarray(frames[start : start + 8], dtype=np.int16)
+            drawn |= (np.abs(chunk - background).max(axis=-1) > threshold).any(axis=0)
+    rows, columns = np.flatnonzero(drawn.any(axis=1)), np.flatnonzero(drawn.any(axis=0))
+    if rows.size == 0:
+        return 0, height, 0, width
+    centre_y, centre_x = (rows[0] + rows[-1] + 1) / 2, (columns[0] + columns[-1] + 1) / 2
+    # The share of the frame the drawn part needs on either axis, padded; the crop keeps the frame's aspect ratio.
+    needed = max(float(rows[-1] + 1 - rows[0]) / height, float(columns[-1] + 1 - columns[0]) / width) + 2 * pad
+    share = min(max(needed, min_share), 1.0)
+    crop_h, crop_w = round(share * height) // 2 * 2, round(share * width) // 2 * 2  # even sizes: H.264 needs them
+    top = int(np.clip(round(centre_y - crop_h / 2), 0, height - crop_h))
+    left = int(np.clip(round(centre_x - crop_w / 2), 0, width - crop_w))
+    return top, top + crop_h, left, left + crop_w
+
+
 def default_video_format() -> str:
     """:return: ``mp4`` when imageio-ffmpeg is installed, else ``gif``"""
     try:
@@ -252,6 +294,9 @@ class SegmentRenderer:
     :param trail: frames of :func:`motion_trail` drawn into the clips :meth:`write` encodes (not into
         :meth:`frames`); None: ``CLASSIC_TRAIL`` for classic-control envs (a fixed camera over a plain
         background), 0 for the others
+    :param crop: clip the written clips to what they draw (:func:`content_crop`, one crop for the clips written
+        together, e.g. a pair); None: on for classic-control envs (a small pendulum in a large plain frame), off for
+        the others (a camera that follows the agent frames it already)
     """
 
     def __init__(
@@ -260,7 +305,11 @@ class SegmentRenderer:
         fps: Optional[float] = None,
         video_format: Optional[str] = None,
         trail: Optional[int] = None,
+        crop: Optional[bool] = None,
     ) -> None:
+        if crop is not None and not isinstance(crop, bool):
+            raise ValueError(f"crop must be True, False or None (automatic), got {crop!r}")
+        self._crop = crop
         if trail is not None and (isinstance(trail, bool) or not isinstance(trail, int) or trail < 0):
             raise ValueError(f"trail must be a number of frames >= 0, or None (automatic), got {trail!r}")
         self.env_fn = env_fn
@@ -288,6 +337,13 @@ class SegmentRenderer:
         if self._trail is not None:
             return self._trail
         return CLASSIC_TRAIL if self._ensure_env().kind == "classic" else 0
+
+    @property
+    def crop(self) -> bool:
+        """Whether written clips are cropped to what they draw (the automatic choice is known once the env exists)."""
+        if self._crop is not None:
+            return self._crop
+        return self._ensure_env().kind == "classic"
 
     def _ensure_env(self) -> StateCodec:
         if self._codec is None:
@@ -324,10 +380,26 @@ class SegmentRenderer:
         :param path: destination without the extension
         :return: the file written
         """
-        frames = self.frames(states)
+        return self.write_clips([states], [path])[0]
+
+    def write_clips(self, states: Sequence[np.ndarray], paths: Sequence[Union[str, os.PathLike]]) -> list[str]:
+        """
+        Write clips that are shown together (a query's two segments) at one scale: with :attr:`crop`, one crop
+        holding what any of them draws.
+
+        :param states: one ``(H, state_dim)`` array of recorded states per clip
+        :param paths: one destination per clip, without the extension
+        :return: the files written
+        """
+        if len(states) != len(paths):
+            raise ValueError(f"got {len(states)} state arrays for {len(paths)} paths")
+        clips = [self.frames(segment) for segment in states]
+        if self.crop:
+            top, bottom, left, right = content_crop(clips)
+            clips = [np.ascontiguousarray(frames[:, top:bottom, left:right]) for frames in clips]
         if self.trail:
-            frames = motion_trail(frames, self.trail)
-        return write_video(frames, os.fspath(path), self.fps, self.video_format)
+            clips = [motion_trail(frames, self.trail) for frames in clips]
+        return [write_video(frames, os.fspath(path), self.fps, self.video_format) for frames, path in zip(clips, paths)]
 
     def close(self) -> None:
         if self._env is not None:

@@ -152,12 +152,12 @@ class HumanRoundsMixin:
         try:
             for index in range(len(job)):
                 stem = uuid.uuid4().hex
-                names = []
-                for side, segments in enumerate((job.seg_0, job.seg_1)):
-                    path = self.renderer.write(
-                        segments.extras[RENDER_STATE_KEY][index], os.path.join(self.media_dir, f"{stem}_{side}")
-                    )
-                    names.append(os.path.basename(path))
+                # Both clips of a pair at once: at one scale (one crop), so they stay comparable.
+                paths = self.renderer.write_clips(
+                    [segments.extras[RENDER_STATE_KEY][index] for segments in (job.seg_0, job.seg_1)],
+                    [os.path.join(self.media_dir, f"{stem}_{side}") for side in (0, 1)],
+                )
+                names = [os.path.basename(path) for path in paths]
                 reference = job.references[index] if job.references is not None else None
                 query_id = self.store.add_query(
                     job.seg_0, job.seg_1, index, (names[0], names[1]), job.index, reference=reference, asked=job.asked

@@ -72,6 +72,8 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
     :param video_format: ``mp4`` (H.264), ``webm`` or ``gif``; None: mp4 if imageio-ffmpeg is installed
     :param trail: frames of motion trail drawn behind moving parts of the clips, so the direction of motion
         shows in every frame; None: on for classic-control envs (fixed camera, plain background), off otherwise
+    :param crop: crop each pair's clips to what they draw, at one scale for both (a pendulum then fills a phone's
+        clip); None: on for classic-control envs, off otherwise (see :class:`SegmentRenderer`)
     :param correction_window: blocking mode: seconds training waits after a round's last answer before taking the
         round, so that answer can still be changed on the page (0: take it at once)
     :param resume_command: what the page tells the person to run if the training process stops (e.g. the
@@ -100,6 +102,7 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         trail: Optional[int] = None,
         resume_command: Optional[Union[str, Callable[[], str]]] = None,
         correction_window: float = 5.0,
+        crop: Optional[bool] = None,
     ) -> None:
         super().__init__()
         if mode not in MODES:
@@ -122,7 +125,7 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         else:
             instruction = self.store.get_meta("instruction", "")
         self.instruction = instruction
-        self.renderer = SegmentRenderer(_env_factory(render_env), fps=fps, video_format=video_format, trail=trail)
+        self.renderer = SegmentRenderer(_env_factory(render_env), fps=fps, video_format=video_format, trail=trail, crop=crop)
         self.resume_command = resume_command
         self._delivered: set[int] = set()
         self._round = 0
