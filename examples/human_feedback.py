@@ -40,6 +40,12 @@ PENDULUM_GOALS = {
     "full turns are best, any turning to the right is worst.",
     "upright": "Prefer the clip where the pendulum is closer to standing straight up, and still.",
 }
+#: The criterion for the pairs that look alike (both only swinging, both hanging): a third of the pairs a person met.
+PENDULUM_WHEN_ALIKE = {
+    "spin": "if neither makes a full turn, prefer the one whose swing reaches higher on the left (counter-clockwise) "
+    "side; if you still cannot tell, answer \u201cCan't tell\u201d.",
+    "upright": "prefer the one that ends closer to the top; if both hang, answer \u201cCan't tell\u201d.",
+}
 
 
 def parse_args() -> argparse.Namespace:
@@ -47,6 +53,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--env", default="Pendulum-v1", help="a gymnasium id, or dmc:domain_task for dm_control")
     parser.add_argument("--goal", default="spin", choices=sorted(PENDULUM_GOALS), help="Pendulum: what to teach")
     parser.add_argument("--instruction", default=None, help="what the person should prefer (shown on the page)")
+    parser.add_argument("--when-alike", default=None, help="what to answer when both clips look alike (shown under it)")
     parser.add_argument("--mode", default="blocking", choices=["blocking", "async"])
     parser.add_argument("--timeout", type=float, default=900, help="blocking mode: seconds per round before going on")
     parser.add_argument("--total-timesteps", type=int, default=60_000)
@@ -201,12 +208,15 @@ def main() -> None:
     th.set_num_threads(2)
     env, make_render_env = make_envs(args)
     instruction = args.instruction or (PENDULUM_GOALS[args.goal] if args.env == "Pendulum-v1" else "")
+    pendulum_goal = args.env == "Pendulum-v1" and args.instruction is None
+    when_alike = args.when_alike or (PENDULUM_WHEN_ALIKE[args.goal] if pendulum_goal else "")
     human = HumanTeacher(
         make_render_env,
         run_dir=args.run_dir,
         mode=args.mode,
         timeout=args.timeout,
         instruction=instruction,
+        when_alike=when_alike,
         port=args.port,
         resume_command=lambda: resume_command(args.run_dir),
         correction_window=0 if args.simulated_person else 5,  # a script does not change its answers

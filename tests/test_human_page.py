@@ -86,13 +86,15 @@ def test_a_missing_clip_shows_a_message_and_can_be_answered_cant_tell(tmp_path, 
 
 
 def test_serve_mode_keeps_the_instruction_and_says_no_training_runs(tmp_path, new_page):
-    instruction = "Prefer the pendulum turning left."
-    teacher_with_pairs(tmp_path / "run", 1, instruction=instruction, serve=False).close()
+    instruction, alike = "Prefer the pendulum turning left.", "prefer the higher swing on the left <b>side</b>."
+    teacher_with_pairs(tmp_path / "run", 1, instruction=instruction, when_alike=alike, serve=False).close()
     server = serve(str(tmp_path / "run"))
     try:
         page = new_page()
         page.goto(server.url)
         expect()(page.locator("#instruction")).to_have_text(instruction)
+        # The run's criterion for pairs that look alike is kept in the run folder, shown as text (escaped).
+        expect()(page.locator("#when-alike")).to_have_text("When the clips look alike: " + alike)
         expect()(page.locator("#training")).to_contain_text("No training process is running")
         assert "Training is running" not in page.inner_text("body")
         answer_when_ready(page, 1, "#btn-left")
@@ -110,6 +112,9 @@ def test_two_tabs_get_different_pairs_and_hear_which_answer_stood(tmp_path, new_
         first = new_page()
         second = first.context.new_page()  # same person, two tabs
         first.goto(teacher.url)
+        # Without a criterion from the run's author, alike pairs are "can't tell".
+        expect()(first.locator("#when-alike")).to_contain_text("If the two clips look alike for this, answer")
+        expect()(first.locator("#when-alike")).to_contain_text("\u201cCan't tell\u201d")
         first.wait_for_function(PAIR_READY, arg=1, timeout=20_000)
         second.goto(teacher.url)
         second.wait_for_function(PAIR_READY, arg=2, timeout=20_000)  # not the pair the first tab shows

@@ -18,14 +18,28 @@ def _template() -> str:
         return handle.read()
 
 
-def render_page(nonce: str, instruction: str) -> str:
+#: What the page says about pairs that look alike when the run's author said nothing: about a third of the pairs a
+#: person met were such pairs, and all of their disagreements with the measured behaviour were among them.
+WHEN_ALIKE = (
+    "If the two clips look alike for this, answer \u201cCan't tell\u201d: a guess teaches noise. Answer \u201cEqually "
+    "good\u201d only when both clearly show it as much."
+)
+
+
+def render_page(nonce: str, instruction: str, when_alike: str = "") -> str:
     """
     :param nonce: the per-response CSP nonce allowing the page's own script and style
     :param instruction: what the person should prefer (HTML-escaped here)
+    :param when_alike: what to answer when both clips look alike (the run's own criterion); empty: ``WHEN_ALIKE``
     :return: the page
     """
     text = instruction or "Watch both clips, then pick the one you like better."
-    return _template().replace("__NONCE__", nonce).replace("__INSTRUCTION__", html.escape(text))
+    return (
+        _template()
+        .replace("__NONCE__", nonce)
+        .replace("__INSTRUCTION__", html.escape(text))
+        .replace("__WHEN_ALIKE__", html.escape(when_alike or WHEN_ALIKE))
+    )
 
 
 def render_token_page(nonce: str, wrong: bool) -> str:

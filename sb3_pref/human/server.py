@@ -112,7 +112,9 @@ class _Views:
 
     def page(self) -> Response:
         nonce = secrets.token_urlsafe(16)
-        response = Response(render_page(nonce, self.instruction), mimetype="text/html")
+        # The run's criterion for pairs that look alike is kept in its folder (HumanTeacher(when_alike=...)).
+        when_alike = self.store.get_meta("when_alike", "")
+        response = Response(render_page(nonce, self.instruction, when_alike), mimetype="text/html")
         response.headers["Content-Security-Policy"] = (
             f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; media-src 'self'; "
             "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"

@@ -65,6 +65,8 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
     :param mode: ``"blocking"`` or ``"async"``
     :param timeout: blocking mode: seconds the person has per round once its clips are ready; None waits forever
     :param instruction: what the person should prefer, shown above the clips
+    :param when_alike: what to answer when both clips look alike for the instruction (e.g. "prefer the higher
+        swing"), shown under it; empty: answer "Can't tell" (see :data:`sb3_pref.human.page.WHEN_ALIKE`)
     :param host: interface the page binds; keep the loopback default (use an SSH tunnel from elsewhere)
     :param port: TCP port of the page; 0 picks a free one
     :param token: access token; None draws a random one (printed in the URL)
@@ -103,6 +105,7 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         resume_command: Optional[Union[str, Callable[[], str]]] = None,
         correction_window: float = 5.0,
         crop: Optional[bool] = None,
+        when_alike: str = "",
     ) -> None:
         super().__init__()
         if mode not in MODES:
@@ -125,6 +128,9 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         else:
             instruction = self.store.get_meta("instruction", "")
         self.instruction = instruction
+        if when_alike:
+            self.store.set_meta("when_alike", when_alike)
+        self.when_alike = when_alike or self.store.get_meta("when_alike", "")
         self.renderer = SegmentRenderer(_env_factory(render_env), fps=fps, video_format=video_format, trail=trail, crop=crop)
         self.resume_command = resume_command
         self._delivered: set[int] = set()
