@@ -375,8 +375,10 @@ def test_answering_fits_the_screen_and_a_stopped_run_stops_answering(tmp_path, n
 def test_a_resumed_run_shows_its_curve_at_once(tmp_path, new_page, screen):
     run_dir = tmp_path / "run"
     with HumanTeacher("Pendulum-v1", run_dir=run_dir, mode="async", serve=False, verbose=0) as first:
-        for step in (256, 512, 768):
-            first.add_curve_points(step, {"learned": step / 256}, {"learned": LEARNED_LABEL})
+        first.add_curve_points(128, {"behaviour": 0.5}, {"behaviour": "Turns"})
+        for step in (256, 512, 768):  # the reward model refitted before 512
+            refits = ("learned",) if step == 512 else ()
+            first.add_curve_points(step, {"learned": step / 256, "behaviour": 1.0}, {"learned": LEARNED_LABEL}, refits=refits)
     resumed = HumanTeacher("Pendulum-v1", run_dir=run_dir, mode="async", verbose=0)  # a new process, the same run folder
     try:
         page = new_page(**VIEWPORTS[screen])
@@ -385,6 +387,12 @@ def test_a_resumed_run_shows_its_curve_at_once(tmp_path, new_page, screen):
         expect()(curve).to_have_attribute("aria-label", f"{LEARNED_LABEL}: 1.0 at step 256, 3.0 at step 768 (3 points)")
         curve.scroll_into_view_if_needed()
         expect()(curve).to_be_visible()
+        # The refit breaks the line and is marked: a dot for the one point before it, a line after, one dashed mark.
+        assert curve.locator("circle").count() == 1 and curve.locator("polyline.stretch").count() == 1
+        assert curve.locator("line.refit").count() == 1
+        # Both curves over the same steps (the earliest point of any curve to the latest), so they line up.
+        for key in ("learned", "behaviour"):
+            expect()(page.locator(f'#curves .chart[data-key="{key}"] svg text').nth(2)).to_have_text("step 128")
         # Training restarts from its checkpoint at step 512: the curve goes on from there, it does not vanish.
         resumed.add_curve_points(512, {}, {})
         expect()(curve).to_have_attribute("aria-label", f"{LEARNED_LABEL}: 1.0 at step 256, 2.0 at step 512 (2 points)")

@@ -49,8 +49,9 @@ class Snapshots(BaseCallback):
 
 @pytest.fixture
 def teacher(tmp_path):
+    # No correction window: a script answers here, and changes no answer (test_human_browser.py tests the window).
     made = HumanTeacher("Pendulum-v1", run_dir=tmp_path / "run", mode="blocking", timeout=60, serve=False, verbose=0,
-                        video_format="gif")  # fmt: skip
+                        video_format="gif", correction_window=0)  # fmt: skip
     person = Answering(made)
     person.start()
     yield made
@@ -128,8 +129,54 @@ def test_a_resumed_run_shows_its_curves_at_once_and_continues_them_from_its_chec
         resumed.add_curve_points(200, {}, {})  # what HumanFeedbackCallback does when training starts
         resumed.add_curve_points(264, {"learned": 5.0}, labels)
         assert resumed.status()["curves"] == [
-            {"key": "learned", "label": LEARNED_LABEL, "note": "", "points": [[100, 1.0], [200, 2.0], [264, 5.0]]}
-        ]
+            {"key": "learned", "label": LEARNED_LABEL, "note": "", "points": [[100, 1.0], [200, 2.0], [264, 5.0]],
+             "refits": []}
+        ]  # fmt: skip
+
+
+def test_a_refit_breaks_the_learned_curve_and_its_returns_start_afresh(teacher):
+    """
+    The learned return is in the reward model's own units, which change at each refit: the callback marks the first
+    point under a refitted model, and that point averages only episodes under the new model, never old ones.
+    """
+    model = small_pendulum_model(teacher, num_interaction=128, max_feed=12, mb_size=3)
+    refit_steps: list[int] = []
+    returns_at_448: list[float] = []
+
+    class Fits(BaseCallback):  # the rollout ends after which the reward model has been refitted
+        def _on_training_start(self) -> None:
+            self.seen = 0
+
+        def _on_rollout_end(self) -> None:
+            learner = self.model.pref_learner
+            if self.model.reward_model.n_updates != self.seen and len(learner.dataset):
+                refit_steps.append(self.num_timesteps)
+            self.seen = self.model.reward_model.n_updates
+            if self.num_timesteps == 448:  # the two finished episodes' learned returns under the model fitted here
+                obs, actions, _ = learner.store.last_transitions(448)
+                rewards = learner.predict_rewards(obs, actions)
+                returns_at_448.extend(float(rewards[start : start + 200].sum()) for start in (0, 200))
+
+        def _on_step(self) -> bool:
+            return True
+
+    model.learn(1280, callback=[Fits(), HumanFeedbackCallback(teacher)])
+    learned = next(curve for curve in teacher.status()["curves"] if curve["key"] == "learned")
+    steps = [step for step, _ in learned["points"]]
+    assert refit_steps == [64, 192, 320, 448]  # four rounds of 3 labels, each refitting at its rollout's end
+    # The fits after the first point are marked at the first point at or after them (returns are computed at the
+    # rollout's end, under the model fitted there; a point needs an episode to end under it: 200 steps). Here the fits
+    # at 320 and 448 share the mark at 448 (no episode ended in between), and the fits before the first point at 256
+    # mark nothing: the curve starts under the model of 192.
+    assert steps[:3] == [256, 448, 512] and learned["refits"] == [448]
+    # The marked point averages only the episode that ended under the new model (the window restarts at a refit),
+    # not the episode that ended at 200 under an older one.
+    assert learned["points"][1][1] == pytest.approx(returns_at_448[1], rel=1e-5)
+    assert learned["points"][1][1] != pytest.approx(np.mean(returns_at_448), rel=1e-3)
+    # Resumed from a checkpoint before the last mark, the marks after it go with the points.
+    teacher.add_curve_points(learned["refits"][-1] - 1, {}, {})
+    kept = next(curve for curve in teacher.status()["curves"] if curve["key"] == "learned")
+    assert kept["refits"] == learned["refits"][:-1] and all(step < learned["refits"][-1] for step, _ in kept["points"])
 
 
 def test_a_run_resumed_from_a_checkpoint_keeps_its_curve_up_to_the_checkpoint(tmp_path):

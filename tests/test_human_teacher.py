@@ -69,7 +69,8 @@ def teacher_factory(tmp_path):
     made = []
 
     def make(**kwargs) -> HumanTeacher:
-        kwargs = {"run_dir": tmp_path / "run", "verbose": 0, "video_format": "gif", **kwargs}
+        # No correction window by default: scripted people change no answer (test_human_browser.py tests the window).
+        kwargs = {"run_dir": tmp_path / "run", "verbose": 0, "video_format": "gif", "correction_window": 0, **kwargs}
         made.append(HumanTeacher("Pendulum-v1", **kwargs))
         return made[-1]
 

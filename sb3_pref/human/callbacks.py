@@ -11,7 +11,10 @@ from stable_baselines3.common.callbacks import BaseCallback
 #: Finished episodes averaged into each point of the page's curves.
 CURVE_WINDOW = 10
 LEARNED_LABEL = "Return per episode under the reward model learned from your answers"
-LEARNED_NOTE = "in the reward model's own units; refitted at every query round"
+LEARNED_NOTE = (
+    "in the reward model's own units, which change when it is refitted at a query round (dashed lines): compare points "
+    "between two lines, not across one"
+)
 TASK_LABEL = "Return per episode of the task's own reward (the goal of this run)"
 
 
@@ -101,6 +104,8 @@ class HumanFeedbackCallback(BaseCallback):
         self._dones: list[np.ndarray] = []
         self._rollout_start, self._waited = 0.0, 0.0
         self._steps_per_second: Optional[float] = None
+        self._fitted = -1  # the reward model's update count at the last learned point: a change marks a refit
+        self._refit = False  # a refit not yet marked on the curve (marked at the next learned point)
 
     def _report(self, **extra: Any) -> None:
         values: dict[str, Any] = {"timesteps": int(self.num_timesteps), "total_timesteps": training_end(self.model)}
@@ -120,6 +125,9 @@ class HumanFeedbackCallback(BaseCallback):
     def _on_training_start(self) -> None:
         n_envs = self.model.n_envs
         self._running = {"learned": np.zeros(n_envs), "behaviour": np.zeros(n_envs)}
+        # Steps of each env's episode in progress (now, and when the rollout began): to sum it again after a refit.
+        self._episode_steps = np.zeros(n_envs, dtype=np.int64)
+        self._episode_steps_before = self._episode_steps.copy()
         # A resumed run continues its curves from its checkpoint's step: later points are dropped.
         self.human.add_curve_points(int(self.num_timesteps), {}, {})
         self._report(done=False)
@@ -132,12 +140,14 @@ class HumanFeedbackCallback(BaseCallback):
             if spent > 0:
                 self._steps_per_second = len(self._dones) * self.model.n_envs / spent
         self._rollout_start, self._waited, self._dones = now, waited, []
+        self._episode_steps_before = self._episode_steps.copy()
         # A query round may just have come at this rollout's start (after pretraining): the next one is later.
         self._report()
 
     def _on_step(self) -> bool:
         dones = np.asarray(self.locals["dones"], dtype=bool).copy()
         self._dones.append(dones)
+        self._episode_steps = np.where(dones, 0, self._episode_steps + 1)
         if self.behaviour is not None:
             running = self._running["behaviour"]
             for env_index, info in enumerate(self.locals["infos"]):
@@ -162,12 +172,29 @@ class HumanFeedbackCallback(BaseCallback):
         n_envs, n_steps = self.model.n_envs, len(self._dones)
         if learner is None or n_steps == 0 or len(learner.store) < n_steps * n_envs:
             return
-        obs, actions, _ = learner.store.last_transitions(n_steps * n_envs)
-        rewards = learner.predict_rewards(obs, actions).reshape(n_steps, n_envs)
-        finished, self._running["learned"] = episode_sums(rewards, np.stack(self._dones), self._running["learned"])
         # Before the first label the reward model is untrained: its returns say nothing about the teaching.
-        if len(learner.dataset) > 0:
-            self._windows["learned"].extend(finished)
+        labelled = len(learner.dataset) > 0
+        fitted = int(learner.reward_model.n_updates)
+        refit = labelled and fitted != self._fitted
+        # At a refit the episodes in progress are summed again from their start under the new model (their earlier
+        # steps are in the learner's store), so no return mixes two models' units.
+        back = int(self._episode_steps_before.max()) if refit else 0
+        if back and len(learner.store) < (back + n_steps) * n_envs:  # the store no longer holds their start
+            self._running["learned"][self._episode_steps_before > 0] = np.nan  # left out when they end
+            back = 0
+        obs, actions, _ = learner.store.last_transitions((back + n_steps) * n_envs)
+        rewards = learner.predict_rewards(obs, actions).reshape(back + n_steps, n_envs)
+        if back:
+            self._running["learned"] = np.array(
+                [rewards[back - steps : back, env].sum() for env, steps in enumerate(self._episode_steps_before)]
+            )
+        finished, self._running["learned"] = episode_sums(rewards[back:], np.stack(self._dones), self._running["learned"])
+        if refit:
+            # Returns under the old model are in other units: they leave the window, and the curve breaks here.
+            self._windows["learned"].clear()
+            self._refit, self._fitted = True, fitted
+        if labelled:
+            self._windows["learned"].extend(value for value in finished if np.isfinite(value))
 
     def _on_rollout_end(self) -> None:
         self._learned_returns()
@@ -175,7 +202,9 @@ class HumanFeedbackCallback(BaseCallback):
         if self.task_reward_is_goal and self.model.ep_info_buffer:
             points["task"] = float(np.mean([info["r"] for info in list(self.model.ep_info_buffer)[-CURVE_WINDOW:]]))
         labels = {"learned": LEARNED_LABEL, "behaviour": self.behaviour_label, "task": TASK_LABEL}
-        self.human.add_curve_points(int(self.num_timesteps), points, labels, {"learned": LEARNED_NOTE})
+        refits = ("learned",) if self._refit and "learned" in points else ()
+        self.human.add_curve_points(int(self.num_timesteps), points, labels, {"learned": LEARNED_NOTE}, refits)
+        self._refit = self._refit and "learned" not in points
         self._report()
         counts = self.human.store.counts()
         self.logger.record("human/answered", counts["answered"])

@@ -10,6 +10,7 @@ points after its checkpoint's step and draws them again.
 
 import shlex
 import threading
+from collections.abc import Sequence
 from typing import Any, Optional
 
 from sb3_pref.human.store import LabelStore
@@ -59,7 +60,14 @@ class PageProgress:
         with self._lock:
             self.values = {**self.values, "queries_asked": int(self.values.get("queries_asked", 0)) + int(n_pairs)}
 
-    def add_points(self, step: int, values: dict[str, float], labels: dict[str, str], notes: Optional[dict] = None) -> None:
+    def add_points(
+        self,
+        step: int,
+        values: dict[str, float],
+        labels: dict[str, str],
+        notes: Optional[dict] = None,
+        refits: Sequence[str] = (),
+    ) -> None:
         """
         Add one point per curve at ``step`` and keep the curves in the run folder. Points after ``step``
         are dropped first: a run resumed from a checkpoint continues its curves from there.
@@ -68,20 +76,26 @@ class PageProgress:
         :param values: curve key -> value at ``step`` (none: only drop the later points)
         :param labels: curve key -> what the curve measures, shown above it
         :param notes: curve key -> a remark shown after the label (optional)
+        :param refits: keys of the curves whose measure changed before this point (the reward model was refitted):
+            the page breaks the line there and marks the step, so a change of units does not read as a change of the
+            agent (kept in the curve's ``refits``)
         """
         notes = notes or {}
         with self._lock:
             curves = {curve["key"]: curve for curve in self.curves}
             for key, curve in list(curves.items()):
                 kept = [point for point in curve["points"] if point[0] < step or (point[0] == step and key not in values)]
-                curves[key] = {**curve, "points": kept}
+                marks = [mark for mark in curve.get("refits", []) if mark < step or (mark == step and key not in values)]
+                curves[key] = {**curve, "points": kept, "refits": marks}
             for key, value in values.items():
-                curve = curves.get(key, {"key": key, "points": []})
+                curve = curves.get(key, {"key": key, "points": [], "refits": []})
                 points = [*curve["points"], [int(step), float(value)]]
+                marks = [*curve.get("refits", []), int(step)] if key in refits and curve["points"] else curve.get("refits", [])
                 if len(points) > CURVE_POINTS:  # bounded: thin out the older half
                     points = points[: -CURVE_POINTS // 2 : 2] + points[-CURVE_POINTS // 2 :]
+                    marks = [mark for mark in marks if mark >= points[0][0]]
                 curves[key] = {**curve, "label": labels.get(key, curve.get("label", key)), "note": notes.get(key, ""),
-                               "points": points}  # fmt: skip
+                               "points": points, "refits": marks}  # fmt: skip
             self.curves = [curve for curve in curves.values() if curve["points"]]
             saved = self.curves
         self.store.set_meta(CURVES_META, saved)

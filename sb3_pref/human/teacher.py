@@ -20,6 +20,7 @@ import shutil
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any, Callable, ClassVar, Optional, Union
 
 import gymnasium as gym
@@ -287,14 +288,19 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         self.progress.report(**values)
 
     def add_curve_points(
-        self, step: int, values: dict[str, float], labels: dict[str, str], notes: Optional[dict[str, str]] = None
+        self,
+        step: int,
+        values: dict[str, float],
+        labels: dict[str, str],
+        notes: Optional[dict[str, str]] = None,
+        refits: Sequence[str] = (),
     ) -> None:
         """
         Add a point at ``step`` to each of the page's training curves named in ``values`` (see
         :meth:`PageProgress.add_points <sb3_pref.human.progress.PageProgress.add_points>`: later points are
         dropped, so a resumed run continues its curves from its checkpoint).
         """
-        self.progress.add_points(step, values, labels, notes)
+        self.progress.add_points(step, values, labels, notes, refits)
 
     def show_result(self, text: str, video: Optional[Union[str, os.PathLike]] = None) -> None:
         """
