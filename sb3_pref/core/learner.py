@@ -263,11 +263,9 @@ class PreferenceLearner:
                 )
         if carried and n_queries <= 0:
             self.n_rounds += 1  # the interrupted round, completed by the pairs it carried over
+        stats: dict[str, float] = {key: float(n) for key, n in (("carried_queries", carried), ("late_labels", n_late)) if n}
         if n_queries <= 0 and n_late == 0:
-            return {"carried_queries": float(carried)} if carried else {}
-        stats: dict[str, float] = {"late_labels": float(n_late)} if n_late else {}
-        if carried:
-            stats["carried_queries"] = float(carried)
+            return stats
         if n_queries > 0:
             if method is None:
                 method = "uniform" if self.n_rounds == 0 and self.first_round_uniform else self.feed_type

@@ -125,9 +125,8 @@ class HumanFeedbackCallback(BaseCallback):
     def _on_training_start(self) -> None:
         n_envs = self.model.n_envs
         self._running = {"learned": np.zeros(n_envs), "behaviour": np.zeros(n_envs)}
-        # Steps of each env's episode in progress (now, and when the rollout began): to sum it again after a refit.
+        # Steps of each env's episode in progress when the rollout began: to sum it again after a refit.
         self._episode_steps = np.zeros(n_envs, dtype=np.int64)
-        self._episode_steps_before = self._episode_steps.copy()
         # A resumed run continues its curves from its checkpoint's step: later points are dropped.
         self.human.add_curve_points(int(self.num_timesteps), {}, {})
         self._report(done=False)
@@ -140,14 +139,12 @@ class HumanFeedbackCallback(BaseCallback):
             if spent > 0:
                 self._steps_per_second = len(self._dones) * self.model.n_envs / spent
         self._rollout_start, self._waited, self._dones = now, waited, []
-        self._episode_steps_before = self._episode_steps.copy()
         # A query round may just have come at this rollout's start (after pretraining): the next one is later.
         self._report()
 
     def _on_step(self) -> bool:
         dones = np.asarray(self.locals["dones"], dtype=bool).copy()
         self._dones.append(dones)
-        self._episode_steps = np.where(dones, 0, self._episode_steps + 1)
         if self.behaviour is not None:
             running = self._running["behaviour"]
             for env_index, info in enumerate(self.locals["infos"]):
@@ -178,15 +175,15 @@ class HumanFeedbackCallback(BaseCallback):
         refit = labelled and fitted != self._fitted
         # At a refit the episodes in progress are summed again from their start under the new model (their earlier
         # steps are in the learner's store), so no return mixes two models' units.
-        back = int(self._episode_steps_before.max()) if refit else 0
+        back = int(self._episode_steps.max()) if refit else 0
         if back and len(learner.store) < (back + n_steps) * n_envs:  # the store no longer holds their start
-            self._running["learned"][self._episode_steps_before > 0] = np.nan  # left out when they end
+            self._running["learned"][self._episode_steps > 0] = np.nan  # left out when they end
             back = 0
         obs, actions, _ = learner.store.last_transitions((back + n_steps) * n_envs)
         rewards = learner.predict_rewards(obs, actions).reshape(back + n_steps, n_envs)
         if back:
             self._running["learned"] = np.array(
-                [rewards[back - steps : back, env].sum() for env, steps in enumerate(self._episode_steps_before)]
+                [rewards[back - steps : back, env].sum() for env, steps in enumerate(self._episode_steps)]
             )
         finished, self._running["learned"] = episode_sums(rewards[back:], np.stack(self._dones), self._running["learned"])
         if refit:
@@ -198,6 +195,10 @@ class HumanFeedbackCallback(BaseCallback):
 
     def _on_rollout_end(self) -> None:
         self._learned_returns()
+        if self._dones:  # each env's episode in progress now: the steps after its last end in this rollout, if any
+            dones = np.stack(self._dones)
+            steps_after_end = np.argmax(dones[::-1], axis=0)
+            self._episode_steps = np.where(dones.any(axis=0), steps_after_end, self._episode_steps + len(dones))
         points: dict[str, float] = {key: float(np.mean(window)) for key, window in self._windows.items() if window}
         if self.task_reward_is_goal and self.model.ep_info_buffer:
             points["task"] = float(np.mean([info["r"] for info in list(self.model.ep_info_buffer)[-CURVE_WINDOW:]]))

@@ -80,13 +80,13 @@ class PageProgress:
             the page breaks the line there and marks the step, so a change of units does not read as a change of the
             agent (kept in the curve's ``refits``)
         """
-        notes = notes or {}
+        notes, step = notes or {}, int(step)
         with self._lock:
             curves = {curve["key"]: curve for curve in self.curves}
             for key, curve in list(curves.items()):
-                kept = [point for point in curve["points"] if point[0] < step or (point[0] == step and key not in values)]
-                marks = [mark for mark in curve.get("refits", []) if mark < step or (mark == step and key not in values)]
-                curves[key] = {**curve, "points": kept, "refits": marks}
+                last = step - 1 if key in values else step  # the last step kept (a new point at step replaces the old)
+                kept = [point for point in curve["points"] if point[0] <= last]
+                curves[key] = {**curve, "points": kept, "refits": [mark for mark in curve.get("refits", []) if mark <= last]}
             for key, value in values.items():
                 curve = curves.get(key, {"key": key, "points": [], "refits": []})
                 points = [*curve["points"], [int(step), float(value)]]

@@ -41,6 +41,13 @@ def _same_person(first: Optional[str], second: Optional[str]) -> bool:
     return not first or not second or first == second
 
 
+def _id_chunks(ids: Sequence[int]) -> Iterator[tuple[list[int], str]]:
+    """``ids`` in chunks of 500 with their ``?`` placeholders: SQLite limits the parameters of one statement."""
+    for start in range(0, len(ids), 500):
+        chunk = [int(query_id) for query_id in ids[start : start + 500]]
+        yield chunk, ",".join("?" * len(chunk))
+
+
 def label_to_choice(label: float) -> str:
     """:return: the answer a label stands for (``NaN`` is ``"skip"``)"""
     if math.isnan(label):
@@ -213,22 +220,15 @@ class LabelStore:
             if query_ids is not None:
                 answers = {int(q): answers[int(q)] for q in query_ids if int(q) in answers}
             ids = list(answers)
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                db.execute(
-                    f"UPDATE answers SET used = ? WHERE used IS NULL AND query_id IN ({','.join('?' * len(chunk))})",
-                    [time.time(), *chunk],
-                )
+            for chunk, marks in _id_chunks(ids):
+                db.execute(f"UPDATE answers SET used = ? WHERE used IS NULL AND query_id IN ({marks})", [time.time(), *chunk])
         return answers
 
     def last_answer_time(self, query_ids: Sequence[int]) -> Optional[float]:
         """:return: when the newest answer (or correction) to these queries was given (epoch seconds; None: no answer)"""
-        ids = [int(query_id) for query_id in query_ids]
         latest: Optional[float] = None
         with self._lock:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in _id_chunks(query_ids):
                 row = self._db.execute(
                     f"SELECT MAX(MAX(answered, COALESCE(corrected, 0))) FROM answers WHERE query_id IN ({marks})", chunk
                 ).fetchone()
@@ -338,11 +338,8 @@ class LabelStore:
         ids = [int(query_id) for query_id in query_ids]
         blobs: dict[int, bytes] = {}
         with self._lock:
-            # In chunks: SQLite limits the number of parameters of one statement.
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                rows = self._db.execute(f"SELECT id, pair FROM queries WHERE id IN ({','.join('?' * len(chunk))})", chunk)
-                blobs.update(rows.fetchall())
+            for chunk, marks in _id_chunks(ids):
+                blobs.update(self._db.execute(f"SELECT id, pair FROM queries WHERE id IN ({marks})", chunk).fetchall())
         missing = [query_id for query_id in ids if query_id not in blobs]
         if missing:
             raise UnknownQueryError(missing)

@@ -129,20 +129,18 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         else:
             instruction = self.store.get_meta("instruction", "")
         self.instruction = instruction
-        if when_alike:
+        if when_alike:  # the page reads it from the run folder, so `serve` shows it too
             self.store.set_meta("when_alike", when_alike)
-        self.when_alike = when_alike or self.store.get_meta("when_alike", "")
         self.renderer = SegmentRenderer(_env_factory(render_env), fps=fps, video_format=video_format, trail=trail, crop=crop)
         self.resume_command = resume_command
         self._delivered: set[int] = set()
         self._round = 0
-        # A run resumed from a checkpoint: the pairs asked after it (see load_state_dict), counted once by the learner
-        # and, in blocking mode, waited for at its next round instead of asking new pairs in their place.
-        self._carried: list[int] = []
-        self._carried_reported = True
-        self.progress = PageProgress(self.store)
-        # A resumed run's notice (see load_state_dict): the round it restarted before and the pairs still asked.
+        # A run resumed from a checkpoint (see load_state_dict): the first round after the checkpoint and the pairs
+        # asked since, which the learner counts once (reported) and, in blocking mode, waits for (waited) instead of
+        # asking new pairs in their place; the page's notice speaks of them until they are answered.
         self._restart: Optional[tuple[int, list[int]]] = None
+        self._carried_reported = self._carried_waited = True
+        self.progress = PageProgress(self.store)
         self._cond = threading.Condition()
         self._rendering = 0  # pairs handed to the render thread and not yet registered
         self._waiting: Optional[_Round] = None
@@ -230,7 +228,7 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         :return: ``(seg_0, seg_1, labels)`` of those pairs (skipped ones as NaN), or None if there are none
         """
         self._check_open()
-        if self._carried and self.mode == "blocking":
+        if not self._carried_waited and self.mode == "blocking":
             self._wait_for_carried()
         answers = self.store.take_answers()
         new = [query_id for query_id in answers if query_id not in self._delivered]
@@ -246,16 +244,17 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         reported once: the learner counts them against its budget and its next round asks only what they lack, so
         a crash never makes the person answer more than ``max_feed`` pairs.
         """
-        if self._carried_reported:
+        if self._carried_reported or self._restart is None:
             return 0
         self._carried_reported = True
-        return len(self._carried)
+        return len(self._restart[1])
 
     def _wait_for_carried(self) -> None:
         """Blocking mode: the round interrupted by the crash waits for its unanswered pairs, still on the page."""
-        ids, self._carried = self._carried, []
-        if not ids:
+        self._carried_waited = True
+        if self._restart is None:
             return
+        ids = self._restart[1]
         seg_0, seg_1 = self.store.load_pairs(ids)
         job = _Round(self._round, seg_0, seg_1, None, asked=time.time(), query_ids=ids, done=True)
         waiting_since = time.monotonic()
@@ -379,12 +378,11 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
         self._round = int(state.get("round", 0))
         self._delivered = {int(query_id) for query_id in state.get("delivered", [])}
         last = self.store.last_round()
-        self._carried, self._carried_reported, self._restart = [], True, None
+        self._restart, self._carried_reported, self._carried_waited = None, True, True
         if last > self._round:
             # The pairs asked after the checkpoint stay what the person is asked: no new clips in their place.
-            self._carried = self.store.queries_after_round(self._round)
-            self._carried_reported = False
-            self._restart = (self._round + 1, list(self._carried))
+            self._restart = (self._round + 1, self.store.queries_after_round(self._round))
+            self._carried_reported = self._carried_waited = False
             self._round = last
 
     def _restart_notice(self) -> str:
