@@ -187,6 +187,12 @@ def write_video(frames: np.ndarray, path: str, fps: float, video_format: str = "
     return target
 
 
+def _background(frame: np.ndarray) -> np.ndarray:
+    """The most common colour of a frame (every 7th pixel), as int16: a plain background seen by a fixed camera."""
+    colours, counts = np.unique(frame.reshape(-1, 3)[::7], axis=0, return_counts=True)
+    return colours[np.argmax(counts)].astype(np.int16)
+
+
 def motion_trail(frames: np.ndarray, length: int = CLASSIC_TRAIL, strength: float = 0.55, threshold: int = 40) -> np.ndarray:
     """
     Draw behind every moving part faded copies of where it was in the ``length`` frames before, so a
@@ -215,8 +221,7 @@ def motion_trail(frames: np.ndarray, length: int = CLASSIC_TRAIL, strength: floa
     pixels = flat[:, changing]  # (T, P, 3)
     # Not a per-pixel median: near a pendulum's pivot the rod is there most of the time, and would pass for
     # the background there (its absence then trailing as a white ghost over the rod).
-    colours, counts = np.unique(flat[0, ::7], axis=0, return_counts=True)
-    background = colours[np.argmax(counts)].astype(np.int16)
+    background = _background(frames[0])
     distance = np.abs(pixels.astype(np.int16) - background)
     moving = (distance[..., 0] > threshold) | (distance[..., 1] > threshold) | (distance[..., 2] > threshold)
     # age[t, p]: how many frames back the copy shown at pixel p of frame t was taken (0: none). The oldest
@@ -251,9 +256,7 @@ def content_crop(
     :return: ``(top, bottom, left, right)`` pixel bounds (the whole frame when nothing is drawn)
     """
     height, width = clips[0].shape[1:3]
-    first = clips[0][0].reshape(-1, 3)
-    colours, counts = np.unique(first[::7], axis=0, return_counts=True)
-    background = colours[np.argmax(counts)].astype(np.int16)
+    background = _background(clips[0][0])
     drawn = np.zeros((height, width), dtype=bool)
     for frames in clips:
         for start in range(0, len(frames), 8):  # in chunks: a clip in int16 would be ~75 MB at 500x500x50
