@@ -8,6 +8,9 @@ B-Pref's ``train_PEBBLE.py`` overrides (``key=value``), so its run scripts work 
         num_train_steps=500000 num_interact=20000 max_feedback=1000 reward_batch=100 reward_update=50 \\
         feed_type=1 teacher_beta=-1 teacher_gamma=1 teacher_eps_mistake=0 teacher_eps_skip=0 teacher_eps_equal=0
 
+The other examples' flags work too: ``--env walker_walk --max-feedback 1000`` is ``env=walker_walk
+max_feedback=1000``. ``env`` takes B-Pref's names or the ids in gymnasium's form (``sb3_pref/dmc-walker-walk-v0``).
+
 Settings not given come from the task's B-Pref script (``sb3_pref.experiments.pebble.PEBBLE_TASKS``; for
 ``env=Pendulum-v1``, a quick CPU-sized run of 20k steps and 200 labels, ``QUICK_TASKS``),
 then B-Pref's config defaults. Writes ``runs/PEBBLE/<env>/seed<seed>/``: ``config.json``, the monitor
@@ -48,7 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, epilog=settings_help(), formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="a setting of the list below")
+    parser.add_argument(
+        "overrides", nargs="*", metavar="key=value",
+        help="a setting of the list below; --key value (dashes for underscores) works too, as in the other examples",
+    )  # fmt: skip
     return parser
 
 
@@ -58,8 +64,12 @@ def main(argv: Optional[Sequence[str]] = None) -> SAC_REWARD:
     :return: the trained model
     """
     parser = build_parser()
+    args = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(args):
+        parser.parse_args(["--help"])
     try:
-        config = parse_overrides(parser.parse_args(argv).overrides)
+        # Read by parse_overrides, not argparse: it takes B-Pref's key=value and the --flag value of the others.
+        config = parse_overrides(args)
     except ValueError as error:
         parser.error(str(error))
     if "OMP_NUM_THREADS" not in os.environ:

@@ -99,6 +99,28 @@ def test_namespaced_ids_and_factories_build_the_same_env_and_say_what_it_is():
     assert steps == 1000 and ended == (False, True)
 
 
+def test_factories_and_scripts_take_either_name_and_suggest_the_closest_one():
+    from sb3_pref.envs import make_benchmark_vec_env, make_vec_dmcontrol_env, parse_dmcontrol_name, resolve_metaworld_name
+    from sb3_pref.envs.factory import task_family
+
+    # both names of a task reach the project's own factory, so they build the same env (not gymnasium's TimeLimit
+    # around it for one of them)
+    assert parse_dmcontrol_name("sb3_pref/dmc-ball_in_cup-catch-v0") == ("ball_in_cup", "catch")
+    assert resolve_metaworld_name(metaworld_gym_id("sweep-into")) == "sweep-into-v3"
+    assert task_family(dmc_gym_id("walker", "walk")) == "dmc" and task_family("Pendulum-v1") == "gym"
+    by_id, by_alias = (
+        make_benchmark_vec_env("sb3_pref/dmc-cartpole-balance-v0", seed=3),
+        make_vec_dmcontrol_env("cartpole_balance", seed=3),
+    )
+    assert type(by_id.envs[0].unwrapped) is type(by_alias.envs[0].unwrapped) and by_id.envs[0].spec == by_alias.envs[0].spec
+    np.testing.assert_array_equal(by_id.reset(), by_alias.reset())
+    # a typo names the closest tasks, in the form it was written in
+    with pytest.raises(ValueError, match="Did you mean cartpole_balance or"):
+        parse_dmcontrol_name("cartpole_balanc")
+    with pytest.raises(ValueError, match="Did you mean sb3_pref/dmc-cartpole-balance-v0 or"):
+        parse_dmcontrol_name("sb3_pref/dmc-cartpole-balanc-v0")
+
+
 def test_registered_ids_carry_the_episode_length():
     # gymnasium (TimeLimit), SB3 and RL Zoo read the episode length from the spec (issue 26: it was None).
     assert gym.spec("walker_walk").max_episode_steps == 1000

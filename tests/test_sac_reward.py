@@ -280,8 +280,14 @@ def test_bpref_overrides_build_the_pebble_of_its_scripts():
         parse_overrides(["reset_critic=ture"])
     assert parse_overrides(["reset_critic=false"])["reset_critic"] is False
     assert parse_overrides(["reset_critic=True"])["reset_critic"] is True
-    with pytest.raises(ValueError, match="key=value"):
+    with pytest.raises(ValueError, match="--env needs a value: --env VALUE, --env=VALUE or env=VALUE"):
         parse_overrides(["--env"])
+    # the other examples' flags read as the same settings, and a typo in one is named the same way
+    flags = parse_overrides(["--max-feedback", "300", "--env=cartpole_swingup", "seed=4", "--agent.params.actor_lr", "1e-3"])
+    assert flags == parse_overrides(["max_feedback=300", "env=cartpole_swingup", "seed=4", "agent.params.actor_lr=1e-3"])
+    assert flags["max_feedback"] == 300 and flags["agent.params.actor_lr"] == 1e-3 and flags["env"] == "cartpole_swingup"
+    with pytest.raises(ValueError, match="unknown setting 'max_feed': did you mean max_feedback"):
+        parse_overrides(["--max-feed", "10"])
 
 
 def test_relabelling_a_dict_replay_buffer_passes_every_key():

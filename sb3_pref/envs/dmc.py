@@ -1,5 +1,7 @@
 """dm_control suite tasks as gymnasium environments, with the B-Pref ``domain_task`` naming."""
 
+import difflib
+import re
 from typing import Any, Callable, Optional, SupportsFloat
 
 import gymnasium as gym
@@ -10,10 +12,12 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.envs.optional import VecEnvClass, import_optional
-from sb3_pref.envs.registration import dmc_gym_id
+from sb3_pref.envs.registration import NAMESPACE, dmc_gym_id
 
 _PREFIXES = ("dm_control/", "dm_control_", "dmc_", "dmc/")
 _EXAMPLES = "walker_walk, quadruped_walk, cheetah_run, ball_in_cup_catch"
+#: :func:`~sb3_pref.envs.registration.dmc_gym_id`'s form
+_GYM_ID = re.compile(rf"{NAMESPACE}/dmc-(?P<domain>[^-/]+)-(?P<task>[^-/]+)-v0")
 
 
 def _suite() -> Any:
@@ -53,11 +57,16 @@ def parse_dmcontrol_name(name: str) -> tuple[str, str]:
     Domains and tasks both contain underscores (``ball_in_cup_catch``, ``point_mass_easy``), so
     every split point is tried from the left and the first one that names a suite task wins.
 
-    :param name: e.g. ``"walker_walk"``, optionally prefixed with ``dmc_`` or ``dm_control/``
+    :param name: e.g. ``"walker_walk"``, optionally prefixed with ``dmc_`` or ``dm_control/``, or the id in
+        gymnasium's form, ``"sb3_pref/dmc-walker-walk-v0"``
     :return: ``(domain_name, task_name)``
-    :raises ValueError: if no split names a task of ``dm_control.suite.ALL_TASKS``
+    :raises ValueError: if no split names a task of ``dm_control.suite.ALL_TASKS``; it names the closest tasks
     """
     all_tasks = set(_suite().ALL_TASKS)
+    # The id in gymnasium's form separates domain and task with a dash, which neither name contains.
+    namespaced = _GYM_ID.fullmatch(name)
+    if namespaced and (namespaced["domain"], namespaced["task"]) in all_tasks:
+        return namespaced["domain"], namespaced["task"]
     stripped = name
     for prefix in _PREFIXES:
         if stripped.startswith(prefix):
@@ -66,9 +75,14 @@ def parse_dmcontrol_name(name: str) -> tuple[str, str]:
     for index, char in enumerate(stripped):
         if char == "_" and (stripped[:index], stripped[index + 1 :]) in all_tasks:
             return stripped[:index], stripped[index + 1 :]
+    # Suggested in the form the name was given in.
+    form = dmc_gym_id if namespaced or name.startswith(f"{NAMESPACE}/") else "{}_{}".format
+    close = difflib.get_close_matches(name, [form(*pair) for pair in sorted(all_tasks)], n=3, cutoff=0.6)
+    hint = f" Did you mean {' or '.join(close)}?" if close else ""
     raise ValueError(
-        f"Unknown dm_control task {name!r}: expected 'domain_task' such as {_EXAMPLES} "
-        f"(all {len(all_tasks)} pairs are listed in dm_control.suite.ALL_TASKS)."
+        f"Unknown dm_control task {name!r}: expected 'domain_task' such as {_EXAMPLES}, or the id in gymnasium's "
+        f"form, {dmc_gym_id('walker', 'walk')!r} (all {len(all_tasks)} pairs are listed in "
+        f"dm_control.suite.ALL_TASKS).{hint}"
     )
 
 

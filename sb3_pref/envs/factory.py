@@ -8,8 +8,12 @@ from typing import Any, Optional
 
 from stable_baselines3.common.vec_env import VecEnv
 
+from sb3_pref.envs.registration import NAMESPACE
+
 # gymnasium's id format, ``[namespace/]Name-vN`` (Meta-World's -v2 / -v3 names are told apart first).
 _GYMNASIUM_ID = re.compile(r"^(?:[\w.-]+/)?[\w.:-]+-v\d+$")
+#: how :func:`~sb3_pref.envs.registration.dmc_gym_id` starts
+DMC_GYM_PREFIX = f"{NAMESPACE}/dmc-"
 
 
 def is_gymnasium_env_name(name: str) -> bool:
@@ -22,7 +26,9 @@ def is_gymnasium_env_name(name: str) -> bool:
     """
     from sb3_pref.envs.metaworld import is_metaworld_env_name
 
-    if is_metaworld_env_name(name) or not _GYMNASIUM_ID.match(name):
+    # The project's own dm_control ids in gymnasium's form go to its dm_control factory like B-Pref's names, so
+    # that both names of a task build the same env.
+    if is_metaworld_env_name(name) or not _GYMNASIUM_ID.match(name) or name.startswith(DMC_GYM_PREFIX):
         return False
     import gymnasium
 

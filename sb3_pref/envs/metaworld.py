@@ -29,7 +29,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from sb3_pref.envs.optional import VecEnvClass, import_optional
 from sb3_pref.envs.registration import metaworld_gym_id
 
-_PREFIXES = ("metaworld_", "Meta-World/", "metaworld/")
+_PREFIXES = ("metaworld_", "Meta-World/", "metaworld/", "sb3_pref/metaworld-")
 
 
 def is_metaworld_env_name(name: str) -> bool:
@@ -46,7 +46,7 @@ def resolve_metaworld_name(name: str) -> str:
     """
     Map a B-Pref / Meta-World name to a Meta-World 3.x task name.
 
-    :param name: ``metaworld_<task>-v2``, ``<task>-v2``, ``<task>-v3`` or ``<task>``
+    :param name: ``metaworld_<task>-v2``, ``sb3_pref/metaworld-<task>-v3``, ``<task>-v2``, ``<task>-v3`` or ``<task>``
     :return: the ``-v3`` task name (v2 tasks were renamed v3 in Meta-World 3, same tasks)
     :raises ValueError: for unknown tasks or other versions
     """

@@ -104,11 +104,14 @@ def parse_overrides(argv: Sequence[str]) -> dict[str, Any]:
     B-Pref's ``key=value`` command line on top of :data:`PEBBLE_DEFAULTS` and the task's :data:`PEBBLE_TASKS`
     (or :data:`QUICK_TASKS`) entry.
 
+    The other examples' flag style works too: ``--max-feedback 1000`` and ``--max_feedback=1000`` are
+    ``max_feedback=1000`` (dashes in a flag's name read as underscores).
+
     :param argv: e.g. ``["env=walker_walk", "max_feedback=1000", "reward_batch=100"]``
     :return: every setting, flat names
     """
     given: dict[str, Any] = {}
-    for item in argv:
+    for item in _flags_as_overrides(argv):
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"{item!r}: arguments are B-Pref's key=value overrides, e.g. env=walker_walk")
@@ -120,6 +123,23 @@ def parse_overrides(argv: Sequence[str]) -> dict[str, Any]:
     env = given.get("env", PEBBLE_DEFAULTS["env"])
     task = {key: value for key, value in PEBBLE_TASKS.get(env, QUICK_TASKS.get(env, {})).items() if key != "budgets"}
     return {**PEBBLE_DEFAULTS, **task, **given}
+
+
+def _flags_as_overrides(argv: Sequence[str]) -> list[str]:
+    """:return: ``argv`` with every ``--name value`` / ``--name=value`` written as B-Pref's ``name=value``"""
+    items, tokens = [], list(argv)
+    while tokens:
+        token = tokens.pop(0)
+        if not token.startswith("--"):
+            items.append(token)
+            continue
+        name, sep, value = token[2:].partition("=")
+        if not sep:
+            if not tokens or tokens[0].startswith("--"):
+                raise ValueError(f"{token} needs a value: {token} VALUE, {token}=VALUE or {name.replace('-', '_')}=VALUE")
+            value = tokens.pop(0)
+        items.append(f"{name.replace('-', '_')}={value}")
+    return items
 
 
 def sac_kwargs(config: dict[str, Any]) -> dict[str, Any]:
