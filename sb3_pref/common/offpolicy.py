@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 else:
     _OffPolicyBase = object
 
+#: what an update can sample in place of the replay buffer
+ReplaySampler = Union[EntropyRewardSampler, RecentHalfSampler]
+
+
 class ReplayWriterHost(EntropySource, Protocol):
     """What :class:`ReplayRewardWriter` uses of the off-policy algorithm: SB3's members and the stored options."""
 
@@ -179,36 +183,32 @@ class ReplayRewardWriter:
         host.logger.record("reward/relabelled", n)
         return n
 
-    def train(self, algorithm_train: Callable[..., None], gradient_steps: int, batch_size: int, pretraining: bool) -> None:
+    def plan_update(self, gradient_steps: int, pretraining: bool) -> tuple[int, Optional[ReplaySampler]]:
         """
-        The algorithm's update, with the extra steps of a critic reset, on the entropy reward while pretraining.
+        What the algorithm's next update takes: its gradient steps plus those owed after a critic reset, and what
+        to sample in place of the replay buffer (the entropy reward while pretraining, QPA's hybrid replay while
+        labels remain; None: the buffer itself). The algorithm swaps the buffer; the writer only says what to use.
 
-        :param algorithm_train: SAC's ``train``
         :param gradient_steps: SAC's steps for this update
-        :param batch_size: SAC's batch size
         :param pretraining: whether the rollout just collected is a pretraining one
+        :return: the gradient steps and the sampler
         """
         host = self.host
         gradient_steps += self.pending_reset_updates
         self.pending_reset_updates = 0
-        sampler: Optional[Union[EntropyRewardSampler, RecentHalfSampler]] = None
         if pretraining and host.entropy_reward is not None:
-            sampler = EntropyRewardSampler(host.replay_buffer, host)
-        elif not pretraining and (recent_rows := self.qpa_recent_rows()):
+            return gradient_steps, EntropyRewardSampler(host.replay_buffer, host)
+        if not pretraining and (recent_rows := self.qpa_recent_rows()):
             if self._rng is None:
                 self._rng = stream_generator(host.seed, REPLAY_STREAM)
-            sampler = RecentHalfSampler(host.replay_buffer, recent_rows, self._rng)
             host.logger.record("reward/qpa_recent_rows", recent_rows)
-        if sampler is None:
-            return algorithm_train(gradient_steps=gradient_steps, batch_size=batch_size)
-        buffer = host.replay_buffer
-        host.replay_buffer = sampler
-        try:
-            algorithm_train(gradient_steps=gradient_steps, batch_size=batch_size)
-        finally:
-            host.replay_buffer = buffer
+            return gradient_steps, RecentHalfSampler(host.replay_buffer, recent_rows, self._rng)
+        return gradient_steps, None
+
+    def update_done(self, sampler: Optional[ReplaySampler]) -> None:
+        """:param sampler: what the update sampled (:meth:`plan_update`): logs the entropy reward it gave"""
         if isinstance(sampler, EntropyRewardSampler) and sampler.rewards:
-            host.logger.record("reward/entropy_reward_mean", float(np.mean(sampler.rewards)))
+            self.host.logger.record("reward/entropy_reward_mean", float(np.mean(sampler.rewards)))
 
     def qpa_recent_rows(self) -> int:
         """
@@ -279,7 +279,17 @@ class OffPolicyPreferenceMixin(PreferenceAlgorithmMixin, _OffPolicyBase):
     def train(self, gradient_steps: int, batch_size: int = 64) -> None:
         """SAC's update, with ``reset_update`` more steps after a critic reset, on the entropy reward while pretraining."""
         pretraining = self.preference.rollout_phase == PHASE_PRETRAIN
-        self._reward_writer.train(super().train, gradient_steps, batch_size, pretraining)
+        gradient_steps, sampler = self._reward_writer.plan_update(gradient_steps, pretraining)
+        if sampler is None:
+            return super().train(gradient_steps=gradient_steps, batch_size=batch_size)
+        # SAC's train samples self.replay_buffer, so the sampler stands in for it for this one update.
+        buffer = self.replay_buffer
+        self.replay_buffer = sampler
+        try:
+            super().train(gradient_steps=gradient_steps, batch_size=batch_size)
+        finally:
+            self.replay_buffer = buffer
+        self._reward_writer.update_done(sampler)
 
     def _check_reward_normalization(self) -> None:
         vec_normalize = self.get_vec_normalize_env()

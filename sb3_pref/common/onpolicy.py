@@ -82,6 +82,12 @@ class PreferenceRewardMixin(PreferenceAlgorithmMixin, _OnPolicyBase):
         self._reward_writer.setup_learn(envs_reset)
         return result
 
+    def _finish_rollout(self, *args: Any, **kwargs: Any) -> None:
+        super()._finish_rollout(*args, **kwargs)
+        # RLHF's adaptive KL controller: the writer computed the next rollout's coefficient; the algorithm keeps it.
+        if self._reward_writer.next_kl_coef is not None:
+            self.kl_coef, self._reward_writer.next_kl_coef = self._reward_writer.next_kl_coef, None
+
     # ---------------------------------------------------------------- training
     def train(self) -> None:
         """The algorithm's update, with ``unsuper_n_epochs`` epochs while pretraining."""

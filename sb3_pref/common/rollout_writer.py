@@ -80,6 +80,9 @@ class RolloutRewardWriter:
         self.reference_policy: Optional[BasePolicy] = None
         self.reference_kl: Optional[ReferenceKL] = None
         self.rollout_stash: Optional[tuple[Any, np.ndarray, np.ndarray]] = None
+        #: the KL coefficient RLHF's adaptive controller gives the next rollout; the algorithm takes it (users read
+        #: ``model.kl_coef``), the writer only says it
+        self.next_kl_coef: Optional[float] = None
         self.rng = np.random.default_rng()
 
     # ------------------------------------------------------------------ set-up
@@ -179,7 +182,7 @@ class RolloutRewardWriter:
             host.logger.record("rlhf/reward_before_penalty", float(predicted.mean()))
             host.logger.record("rlhf/reward_after_penalty", float(rewards.mean()))
             if host.kl_target is not None:
-                host.kl_coef = adaptive_kl_coef(host.kl_coef, mean_kl, host.kl_target, host.kl_horizon, kl.size)
+                self.next_kl_coef = adaptive_kl_coef(host.kl_coef, mean_kl, host.kl_target, host.kl_horizon, kl.size)
         if host.whiten_reward:
             rewards = whiten(rewards, shift_mean=False)
             host.logger.record("rlhf/reward_whitened_mean", float(rewards.mean()))
