@@ -27,7 +27,7 @@ import torch as th
 from sb3_pref.core.reward_model import RewardModel
 from sb3_pref.core.reward_trainer import RewardTrainer
 from sb3_pref.experiments.config import load_config
-from sb3_pref.experiments.training import _build_bpref
+from sb3_pref.experiments.ppo_runs import build_bpref
 
 
 def correlation(a: np.ndarray, b: np.ndarray) -> float:
@@ -59,7 +59,7 @@ def build(config: str, run_id: str) -> Any:
     runs = {run.run_id: run for run in load_config(config).runs()}
     if run_id not in runs:
         raise SystemExit(f"{run_id!r} is not a run of {config}: {sorted(runs)[:4]} ...")
-    return _build_bpref(runs[run_id], tempfile.mkdtemp(), None)
+    return build_bpref(runs[run_id], tempfile.mkdtemp(), None)
 
 
 def probe_rounds(config: str, run_id: str, steps: int, out: Optional[str]) -> None:

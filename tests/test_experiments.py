@@ -19,8 +19,9 @@ import pytest
 from sb3_pref.experiments import ConfigError, RunSpec, execute_run, load_config, plan_grid, run_grid, write_report
 from sb3_pref.experiments.__main__ import main as cli
 from sb3_pref.experiments.bpref import make_env, make_prefppo
-from sb3_pref.experiments.config import Budget, bpref_args
+from sb3_pref.experiments.config import Budget
 from sb3_pref.experiments.flags import build_parser
+from sb3_pref.experiments.ppo_runs import bpref_args
 from sb3_pref.experiments.records import FINISHED, RunLock, RunRecord, read_csv_columns
 from sb3_pref.experiments.results import learning_curves, load_runs, score_table
 from sb3_pref.experiments.stats import bootstrap_ci, bootstrap_mean_curve, iqm, stratified_bootstrap_ci

@@ -181,3 +181,27 @@ def test_the_core_imports_no_glue_and_no_sb3_algorithm():
                 if found.startswith(("stable_baselines3", "sb3_contrib")) and found not in sb3_allowed
             ]
     assert not leaks, f"the core must not lean on the glue or SB3's algorithms: {leaks}"
+
+
+#: the grid runner in general: configs, runs, records, backends, reports; knows run kinds only through the registry
+GRID_GENERAL = ("axes", "backends", "config", "records", "registry", "report", "report_text", "results", "runner", "spec",
+                "stats", "training")  # fmt: skip
+
+
+def test_the_grid_in_general_imports_no_run_kind_and_no_bpref_script_layer():
+    """``experiments/`` has a general grid (the modules above) that asks for a kind by name, one module per run kind
+    (``ppo_runs``, ``pebble_runs``, ``rl2_runs``, ``ad_runs``) and the B-Pref script layer (``flags``, ``bpref``,
+    ``pebble``, ``defaults``): a new kind or a changed B-Pref flag touches no general module."""
+    modules = module_files()
+    general = {f"sb3_pref.experiments.{name}" for name in GRID_GENERAL}
+    assert general <= set(modules), f"listed but missing: {sorted(general - set(modules))}"
+    package_modules = {name for name in modules if name.startswith("sb3_pref.experiments.")}
+    others = package_modules - general - {"sb3_pref.experiments.__main__"}
+    assert {"sb3_pref.experiments.ppo_runs", "sb3_pref.experiments.flags", "sb3_pref.experiments.kinds"} <= others
+    leaks = sorted(
+        f"{name} imports {imported}"
+        for name in general
+        for imported in imported_modules(modules[name], name, modules)
+        if imported in others
+    )
+    assert not leaks, f"the general grid must reach kinds through the registry only: {leaks}"

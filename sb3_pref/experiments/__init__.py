@@ -9,6 +9,16 @@ registers the built-in kinds (:mod:`sb3_pref.experiments.kinds`), and :func:`reg
     result = run_grid("benchmarks/grid_smoke.yaml")      # python -m sb3_pref.experiments run ...
     write_report(result.output_dir)                       # python -m sb3_pref.experiments report ...
 
+Three layers, each importing only those below it (``tests/test_import_graph.py`` keeps it so):
+
+- **the grid in general**: ``config``, ``axes``, ``spec``, ``registry``, ``runner``, ``backends``, ``training``,
+  ``records``, ``results``, ``report``, ``report_text``, ``stats``; it asks the registry for a kind by name and
+  imports no kind;
+- **the B-Pref script layer**: ``flags`` (``train_PrefPPO.py``'s flags), ``bpref`` (its envs, models and
+  outputs), ``pebble`` (``train_PEBBLE.py``'s settings), ``defaults`` (per-task settings and presets);
+- **one module per run kind**: ``ppo_runs`` (ppo, prefppo), ``pebble_runs`` (pebble, sac), ``rl2_runs``,
+  ``ad_runs``; ``kinds`` registers them.
+
 ``pip install -e '.[experiments]'`` in a checkout adds what it needs (PyYAML, Ray for ``backend="ray"``).
 """
 

@@ -6,15 +6,13 @@ teachers, task names and seeds. :mod:`sb3_pref.experiments.config` combines them
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 from typing import Any, Union
 
 from sb3_pref.core.teachers import ScriptedTeacher
 from sb3_pref.envs.factory import task_family
-from sb3_pref.experiments.flags import TEACHER_FLAGS, flag_names
 
 # Set by the grid's axes or by the runner, never as hyperparameters.
-_RESERVED = {
+RESERVED = {
     "env": "list the task under tasks",
     "seed": "list it under seeds",
     "tensorboard_log": "the runner chooses the run folders",
@@ -27,18 +25,13 @@ _RESERVED = {
     "max_feedback": "set budgets",
     "reward_batch": "set budgets",
     "device": "grid runs train on the CPU",
-    **{name: "define a teacher under teachers" for name in TEACHER_FLAGS},
+    # B-Pref's --teacher-* flags and train_PEBBLE.py keys, one per ScriptedTeacher argument
+    **{f"teacher_{name}": "define a teacher under teachers" for name in ScriptedTeacher.PRESETS["oracle"]},
 }
 
 
 class ConfigError(ValueError):
     """A config that cannot run, with where in the config the problem is."""
-
-
-@cache
-def bpref_keys() -> frozenset:
-    """The B-Pref flags a config may set (ppo / prefppo runs): every flag but those the axes or the runner set."""
-    return frozenset(flag_names()) - set(_RESERVED)
 
 
 @dataclass(frozen=True)
@@ -109,8 +102,8 @@ def _check_keys(settings: Mapping[str, Any], allowed: frozenset, where: str, ext
     for key in settings:
         if key in extra:
             continue
-        if key in _RESERVED:
-            raise ConfigError(f"{where}.{key}: not a hyperparameter: {_RESERVED[key]}")
+        if key in RESERVED:
+            raise ConfigError(f"{where}.{key}: not a hyperparameter: {RESERVED[key]}")
         if key not in allowed:
             raise ConfigError(f"{where}.{key}: unknown hyperparameter{_suggest(key, allowed)}")
 

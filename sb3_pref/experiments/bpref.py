@@ -24,6 +24,7 @@ from stable_baselines3.ppo import MlpPolicy
 from sb3_pref import PPO_REWARD, RewardModel
 from sb3_pref.common.options import bpref_options
 from sb3_pref.envs import make_benchmark_vec_env
+from sb3_pref.experiments.training import has_tensorboard
 
 
 @dataclass
@@ -54,15 +55,6 @@ def make_run(args: argparse.Namespace, algo: str, tag: str = "") -> Run:
         json.dump({"algo": algo, **vars(args)}, file, indent=2, sort_keys=True)
     tensorboard_log = run_dir if args.tensorboard_log and has_tensorboard() else None
     return Run(run_dir=run_dir, output_dir=output_dir, tensorboard_log=tensorboard_log)
-
-
-def has_tensorboard() -> bool:
-    """Whether SB3 can write tensorboard logs here."""
-    try:
-        import tensorboard  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def prefppo_tag(args: argparse.Namespace) -> str:

@@ -27,7 +27,6 @@ from sb3_pref.experiments.axes import (
     _suggest,
     parse_budget,
 )
-from sb3_pref.experiments.ppo_runs import bpref_args
 from sb3_pref.experiments.registry import RunKind, kind_names, run_kind
 from sb3_pref.experiments.spec import EVAL_EPISODES, RunSpec
 
@@ -269,7 +268,6 @@ __all__ = [
     "ConfigError",
     "GridConfig",
     "RunSpec",
-    "bpref_args",
     "load_config",
     "parse_budget",
 ]

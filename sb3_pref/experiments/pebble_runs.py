@@ -25,15 +25,16 @@ from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.common.callbacks import Checkpoint
-from sb3_pref.experiments.axes import _RESERVED, Budget
+from sb3_pref.experiments.axes import RESERVED, Budget
 from sb3_pref.experiments.defaults import is_trial_task, metaworld_task, task_family
 from sb3_pref.experiments.pebble import _DMC as _PEBBLE_DMC
 from sb3_pref.experiments.pebble import PEBBLE_DEFAULTS, PEBBLE_TASKS, _convert
 from sb3_pref.experiments.registry import EVAL_SEED_OFFSET, RunKind, run_kind
 from sb3_pref.experiments.spec import RunSpec
+from sb3_pref.experiments.training import replay_buffer_path
 
-#: the settings a ``pebble`` run takes: B-Pref's, less those the grid's axes or the runner set (axes' _RESERVED)
-PEBBLE_KEYS = tuple(["total_timesteps", *(k for k in PEBBLE_DEFAULTS if k not in _RESERVED)])
+#: the settings a ``pebble`` run takes: B-Pref's, less those the grid's axes or the runner set (axes' RESERVED)
+PEBBLE_KEYS = tuple(["total_timesteps", *(k for k in PEBBLE_DEFAULTS if k not in RESERVED)])
 # The preference part of PEBBLE: SAC on the true reward has none of it (B-Pref's train_SAC.py has no pretraining).
 _PREFERENCE_KEYS = (
     "segment", "activation", "num_unsup_steps", "num_interact", "reward_lr", "reward_update", "feed_type",
@@ -211,11 +212,6 @@ def make_sac(config: dict[str, Any], env: VecEnv, **kwargs: Any) -> BaseAlgorith
     return SAC("MlpPolicy", env, **sac_kwargs(config), **kwargs)
 
 
-def replay_buffer_path(checkpoint_model: str) -> str:
-    """Where a checkpoint's replay buffer is: ``ckpt_<step>.zip`` -> ``ckpt_<step>_replay_buffer.pkl``."""
-    return checkpoint_model[: -len(".zip")] + "_replay_buffer.pkl"
-
-
 def _build(
     spec: RunSpec,
     monitor_dir: str,
@@ -250,19 +246,6 @@ def build_sac(spec: RunSpec, monitor_dir: str, checkpoint: Optional[Checkpoint])
     from stable_baselines3 import SAC
 
     return _build(spec, monitor_dir, checkpoint, make_sac, SAC)
-
-
-def save_replay_buffer_beside(model: BaseAlgorithm, checkpoint_base: str) -> None:
-    """Write an off-policy model's replay buffer for the checkpoint ``<checkpoint_base>.zip``, atomically."""
-    if not isinstance(model, OffPolicyAlgorithm):
-        return
-    path = checkpoint_base + "_replay_buffer.pkl"
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path + ".tmp", "wb") as handle:
-        model.save_replay_buffer(handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(path + ".tmp", path)
 
 
 def make_eval_env(spec: RunSpec) -> VecEnv:

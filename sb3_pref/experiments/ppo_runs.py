@@ -7,16 +7,17 @@ runner's deterministic evaluation on a fresh env.
 """
 
 import argparse
+from functools import cache
 from typing import Any, Optional, cast
 
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.common.callbacks import Checkpoint
-from sb3_pref.experiments.axes import Budget, bpref_keys
+from sb3_pref.experiments.axes import RESERVED, Budget
 from sb3_pref.experiments.bpref import make_env, make_ppo, make_prefppo, make_raw_env, save_outputs
 from sb3_pref.experiments.defaults import bpref_settings, default_budgets, is_trial_task
-from sb3_pref.experiments.flags import TEACHER_FLAGS, args_from_mapping, typed_flags
+from sb3_pref.experiments.flags import TEACHER_FLAGS, args_from_mapping, flag_names, typed_flags
 from sb3_pref.experiments.registry import EVAL_SEED_OFFSET, RunKind, run_kind
 from sb3_pref.experiments.spec import RunSpec
 
@@ -36,6 +37,12 @@ def bpref_task_defaults(algo: str, task: str) -> dict[str, Any]:
     if is_trial_task(task):
         raise ValueError(f"{algo} does not run on {task!r}")
     return bpref_settings(algo, task)
+
+
+@cache
+def bpref_keys() -> frozenset:
+    """The B-Pref flags a config may set (ppo / prefppo runs): every flag but those the axes or the runner set."""
+    return frozenset(flag_names()) - set(RESERVED)
 
 
 def bpref_args(run: RunSpec) -> argparse.Namespace:

@@ -12,7 +12,7 @@ from typing import Optional
 
 import numpy as np
 
-from sb3_pref.experiments.defaults import task_family
+from sb3_pref.envs.factory import task_family
 from sb3_pref.experiments.records import FINISHED, RUN_FILE, STEP_KEY, RunRecord, merged_progress
 from sb3_pref.experiments.registry import RunKind, run_kind
 from sb3_pref.experiments.spec import RunSpec

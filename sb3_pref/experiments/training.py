@@ -8,13 +8,12 @@ are deleted. A run that is not ``finished`` is resumed from its newest readable 
 ``finished`` run is never touched again.
 """
 
-import argparse
 import os
 import shutil
 import sys
 import time
 import traceback
-from typing import Any, Callable, Optional, Union, cast
+from typing import Any, Callable, Optional, cast
 
 import numpy as np
 from stable_baselines3.common.base_class import BaseAlgorithm
@@ -24,9 +23,6 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.common.callbacks import AtomicCheckpointCallback, Checkpoint
 from sb3_pref.common.callbacks import list_checkpoints as _list_checkpoints
-from sb3_pref.experiments.bpref import has_tensorboard, make_raw_env
-from sb3_pref.experiments.pebble_runs import replay_buffer_path, save_replay_buffer_beside
-from sb3_pref.experiments.ppo_runs import build_bpref as _build_bpref  # noqa: F401 (the name scripts import)
 from sb3_pref.experiments.records import (
     FAILED,
     FINISHED,
@@ -39,10 +35,37 @@ from sb3_pref.experiments.records import (
     write_heartbeat,
     write_progress,
 )
-from sb3_pref.experiments.registry import EVAL_SEED_OFFSET, import_kind, run_kind
+from sb3_pref.experiments.registry import import_kind, run_kind
 from sb3_pref.experiments.spec import EVAL_EPISODES, RunSpec
 
 CHECKPOINT_DIR = "checkpoints"
+
+
+def has_tensorboard() -> bool:
+    """Whether SB3 can write tensorboard logs here."""
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def replay_buffer_path(checkpoint_model: str) -> str:
+    """Where a checkpoint's replay buffer is: ``ckpt_<step>.zip`` -> ``ckpt_<step>_replay_buffer.pkl``."""
+    return checkpoint_model[: -len(".zip")] + "_replay_buffer.pkl"
+
+
+def save_replay_buffer_beside(model: BaseAlgorithm, checkpoint_base: str) -> None:
+    """Write an off-policy model's replay buffer for the checkpoint ``<checkpoint_base>.zip``, atomically."""
+    if not isinstance(model, OffPolicyAlgorithm):
+        return
+    path = checkpoint_base + "_replay_buffer.pkl"
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path + ".tmp", "wb") as handle:
+        model.save_replay_buffer(handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(path + ".tmp", path)
 
 
 def list_checkpoints(run_dir: str) -> list[Checkpoint]:
@@ -111,10 +134,8 @@ def make_logger(run_dir: str, attempt: int, stdout: bool = True) -> Logger:
     return Logger(folder=run_dir, output_formats=formats)
 
 
-
-
 def evaluate_final_policy(
-    model: BaseAlgorithm, env_source: Union[argparse.Namespace, Callable[[], VecEnv]], episodes: int = EVAL_EPISODES
+    model: BaseAlgorithm, make_env: Callable[[], VecEnv], episodes: int = EVAL_EPISODES
 ) -> dict[str, Any]:
     """
     What a user of the trained model gets: SB3's ``evaluate_policy`` (deterministic actions) on a fresh
@@ -122,8 +143,7 @@ def evaluate_final_policy(
     them. Training returns, the grid's score, come from the exploring policy and can sit far below this.
 
     :param model: the trained model
-    :param env_source: the run's flags (ppo / prefppo: one env built from them, seeded ``seed + EVAL_SEED_OFFSET``),
-        or a function that builds that fresh env (pebble / sac, whose settings are no flags)
+    :param make_env: builds that fresh env (the run kind's ``eval_env``)
     :param episodes: episodes to average
     :return: ``eval_return``, ``eval_return_std``, ``eval_episodes`` and ``eval_cpu_time`` (CPU seconds
         of the evaluation, which the run's ``cpu_time`` includes)
@@ -132,11 +152,7 @@ def evaluate_final_policy(
     from stable_baselines3.common.vec_env import VecNormalize, sync_envs_normalization
 
     started = time.process_time()
-    if isinstance(env_source, argparse.Namespace):
-        seed = env_source.seed + EVAL_SEED_OFFSET
-        env: VecEnv = make_raw_env(argparse.Namespace(**{**vars(env_source), "n_envs": 1, "seed": seed}), None)
-    else:
-        env = env_source()
+    env = make_env()
     if model.get_vec_normalize_env() is not None:
         env = VecNormalize(env, training=False, norm_reward=False)
         sync_envs_normalization(cast(VecEnv, model.get_env()), env)
