@@ -16,7 +16,7 @@ Quick check (seconds, not a measurement)::
 
     python examples/finetune_with_preferences.py --base-steps 2048 --finetune-steps 2048 --seeds 1 --eval-episodes 1
 
-The committed measurement (``benchmarks/RLHF.md``)::
+The committed measurement (``benchmarks/rlhf/README.md``)::
 
     python examples/finetune_with_preferences.py --seeds 1 2 3 --output-dir benchmarks/results/rlhf
 """
@@ -85,7 +85,7 @@ def finetune(
     env = make_vec_env(env_id, n_envs=4, seed=seed)
     reward_model = RewardModel(env.observation_space, env.action_space, size_segment=50, mb_size=50, hidden_dim=64, seed=seed)
     options = dict(RLHF_PRESET)
-    # benchmarks/RLHF.md was measured before the clipped value loss joined the preset: SB3's value loss
+    # benchmarks/rlhf/README.md was measured before the clipped value loss joined the preset: SB3's value loss
     # keeps this script reproducing it (the preset's clip_range_vf=0.2 would also bound the value head,
     # zero at the start, to 0.2 of movement per rollout against returns of tens).
     options.update(value_loss="sb3", clip_range_vf=None)

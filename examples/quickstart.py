@@ -34,7 +34,7 @@ def parse_args() -> argparse.Namespace:
 
 
 # The PPO settings the demo shares with its bar, PPO on the true reward (--compare-ppo): with them PPO
-# balances the pole by about 100k steps on every seed measured (benchmarks/DEMO.md).
+# balances the pole by about 100k steps on every seed measured (benchmarks/demo/README.md).
 PPO_SETTINGS: dict = dict(
     policy="MlpPolicy",
     n_steps=250,

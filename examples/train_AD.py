@@ -72,7 +72,7 @@ def _room_preset(preset: dict[str, Any]) -> dict[str, Any]:
 #: ``a2c_room``: the seed's room, goals and A2C learners, sized for a CPU: each learner trains 40k steps at a
 #: learning rate of 1e-3 (2,000-2,600 episodes from random to about 90% success), and the model sees its history
 #: through the 100 views that keep every 100th episode (about 24 episodes, 400 transitions each), whole in a
-#: context of 420 transitions (benchmarks/AD.md, "The seed's room")
+#: context of 420 transitions (benchmarks/ad/README.md, "The seed's room")
 PRESETS: dict[str, dict[str, Any]] = {
     "seed": dict(learner="a2c", steps=2_500_000, max_history_steps=800_000, seq_len=256, embed_dim=64, n_layers=4,
                  n_heads=4, ff_dim=2048, attention_dropout=0.5, n_updates=22_000, batch_size=32, learning_rate=3e-4),
@@ -84,16 +84,16 @@ PRESETS: dict[str, dict[str, Any]] = {
                      ff_dim=256, attention_dropout=0.0, n_updates=1_500, batch_size=16, learning_rate=2e-3),
 }
 #: ``a2c_room_transition``: ``a2c_room``'s histories and model with one token per transition, whose updates cost a
-#: seventh as much on a CPU, spent on four times as many updates (benchmarks/AD.md, "The seed's room")
+#: seventh as much on a CPU, spent on four times as many updates (benchmarks/ad/README.md, "The seed's room")
 PRESETS["a2c_room_transition"] = dict(PRESETS["a2c_room"], n_updates=6_000)
 #: ``a2c_room_150k``: learners that converge (150k steps each, 8,800-82,000 episodes, 44 of 57 ending at 0.8-1.0 success; at
 #: 40k steps they end at 0.5), views of every 400th episode, and a context of 160 transitions (about 8 episodes)
 #: that slides over a view instead of holding it whole, so the context shows how far a learner has got, not which of
-#: its episodes it is at (benchmarks/AD.md, "The seed's room, third run")
+#: its episodes it is at (benchmarks/ad/README.md, "The seed's room, third run")
 PRESETS["a2c_room_150k"] = dict(PRESETS["a2c_room_transition"], steps=150_000, seq_len=160)
 #: ``dqn_room``: the seed's room with SB3 DQN learners that search like tabular Q-learning (``make_dqn_learner``,
 #: 30k steps each, two learners per training goal), the model trained 15,000 updates on first-success views, and 230
-#: evaluation trials (benchmarks/AD.md, "The seed's room, sixth run")
+#: evaluation trials (benchmarks/ad/README.md, "The seed's room, sixth run")
 PRESETS["dqn_room"] = dict(PRESETS["a2c_room_150k"], learner="dqn", steps=30_000, max_history_steps=30_000,
                            n_updates=15_000)
 #: settings of the room, the split and the evaluation that a preset changes (the others keep the seed's)

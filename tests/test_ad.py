@@ -541,7 +541,7 @@ def test_ad_improves_in_context_on_held_out_goals_and_beats_shuffled_histories()
     print({name: r.mean(0).round(2).tolist() for name, r in returns.items()}, ad_gain, ad_se, shuffled_gain, shuffled_se)
     # Measured with 80 histories per goal on an AVX512 EPYC: AD 0.34 -> 1.63, shuffled 0.73 -> 0.86; the gain is 8.1
     # standard errors, 5.8 above the control's, the last two episodes 3.7 apart (the preset's 20 histories per goal
-    # gave 7-8 standard errors on another EPYC, benchmarks/AD.md). A model that does not learn in context (the
+    # gave 7-8 standard errors on another EPYC, benchmarks/ad/README.md). A model that does not learn in context (the
     # shuffled control, or equal gains) breaks the bounds below.
     # AD improves across in-context episodes, far beyond noise...
     assert ad_gain > 5 * ad_se, (ad_gain, ad_se)

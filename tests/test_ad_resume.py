@@ -293,7 +293,7 @@ def test_train_ad_script_first_success_views_replace_the_stride_views(monkeypatc
 
 
 def test_train_ad_script_dqn_room_preset_is_the_sixth_runs_command(monkeypatch):
-    """``--preset dqn_room`` alone gives the options of benchmarks/AD.md's sixth run, and flags still override it."""
+    """``--preset dqn_room`` alone gives the options of benchmarks/ad/README.md's sixth run, and flags still override it."""
     script = _train_ad_script()
     monkeypatch.setattr(sys, "argv", ["train_AD.py", "--env", "darkroom", "--preset", "dqn_room", "--output-dir", "x"])
     args = script.parse_args()  # a2c_room_150k's episode stride would be refused beside first-success views

@@ -117,7 +117,8 @@ def test_eval_episodes_reach_the_runs_and_change_the_fingerprint_only_when_set(t
     del old["eval_episodes"]
     assert RunSpec.from_dict(old) == default and RunSpec.from_dict(old).fingerprint() == default.fingerprint()
     # committed runs from before the setting keep their recorded fingerprints: a finished grid is not rerun
-    committed = sorted(glob.glob(os.path.join(REPO, "benchmarks", "results", "*", "runs", "**", "run.json"), recursive=True))
+    pattern = os.path.join(REPO, "benchmarks", "**", "results", "*", "runs", "**", "run.json")
+    committed = sorted(glob.glob(pattern, recursive=True))
     assert len(committed) > 10
     for path in committed:
         with open(path) as handle:
@@ -157,7 +158,7 @@ def test_committed_grids_load():
     assert {run.budget.label for run in prefppo} == {"500x50"} and len({run.teacher for run in prefppo}) == 4
     assert len({run.seed for run in small}) == 3
     assert len(load_config(os.path.join(benchmarks, "grid_smoke.yaml")).runs()) == 12
-    rl2 = load_config(os.path.join(benchmarks, "rl2_small.yaml")).runs()
+    rl2 = load_config(os.path.join(benchmarks, "rl2", "rl2_small.yaml")).runs()
     assert [(run.algo, run.task, run.total_timesteps) for run in rl2] == [("rl2", "bandit", 500_000)] * 3
 
 

@@ -126,7 +126,7 @@ def test_pebble_config_errors_name_the_setting(changes, message):
 
 def test_pebble_quality_grid_expands_to_its_runs():
     pytest.importorskip("yaml")
-    config = load_config(os.path.join(BENCHMARKS, "pebble_quality.yaml"))
+    config = load_config(os.path.join(BENCHMARKS, "pebble", "pebble_quality.yaml"))
     assert config.output_dir == os.path.join("runs", "pebble_quality") and config.checkpoint_every == 25_000
     budgets = {"Pendulum-v1": "200x25", "cartpole_swingup": "1000x100", "walker_stand": "1000x100"}
     expected = [

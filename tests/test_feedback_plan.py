@@ -51,7 +51,7 @@ def asked_rounds(feed: list[tuple[int, int]], before: int = 0) -> list[tuple[int
 
 
 def test_the_plan_at_the_demo_budget_is_the_demo_schedule_that_learned():
-    # benchmarks/DEMO.md: 8k steps of pretraining, 200 labels, then 25 every 4k steps, at most 50 passes per round.
+    # benchmarks/demo/README.md: 8k steps of pretraining, 200 labels, then 25 every 4k steps, at most 50 passes per round.
     plan = plan_feedback("auto", "on_policy", 120_000, 400, 2000, {})
     assert (plan.unsuper_step, plan.first_round, plan.round_size, plan.num_interaction, plan.re_update) == (
         8000, 200, 25, 4000, 50,

@@ -23,8 +23,8 @@ label_margin=0.05              681.9 -> 960.8  569.7 -> 967.6  611.6 -> 967.1  p
 =============================  ==============  ==============  ==============
 
 So the guard catches what regresses on these seeds ("50 every 12k" fails seed 32; the demo's schedule before issue
-23, 50 labels every 12k, ended at 288 / 191 / 421 on seeds 0-2 in ``DEMO.md`` and was not rerun on these seeds) and
-lets through what regresses only on other seeds: "25 every 8k" (400.4 on seed 1 in ``DEMO.md``) and
+23, 50 labels every 12k, ended at 288 / 191 / 421 on seeds 0-2 in ``demo/README.md`` and was not rerun on these seeds) and
+lets through what regresses only on other seeds: "25 every 8k" (400.4 on seed 1 in ``demo/README.md``) and
 ``label_margin=0.05`` (331.4 / 344.2 on seeds 1-2) end within 3% of the defaults here. Seed-specific regressions are
 the frozen protocol's job (``benchmarks/quality``, 10 fresh seeds); an absolute bar tight enough to separate 971 from
 986 would also separate this machine's trajectories from another CPU's.
@@ -52,7 +52,7 @@ GUARD_STEPS, LABELS = 120_000, 400
 #: the final return must clear the seed's start by this much
 MARGIN = 250.0
 
-#: settings that ``benchmarks/DEMO.md`` showed regress on some seeds and pass on others; the guard must fail each
+#: settings that ``benchmarks/demo/README.md`` showed regress on some seeds and pass on others; the guard must fail each
 #: of them (``python tests/test_learning_guard.py`` runs them)
 REGRESSIONS: dict[str, dict[str, Any]] = {
     "200 first, then 50 every 12k": dict(model=dict(initial_mb_size=200, mb_size=50), num_interaction=12_000),

@@ -196,7 +196,7 @@ def test_pretraining_rewards_are_state_entropy():
     assert (last > 0).all()
 
 
-# The learned-reward test's PPO_REWARD settings; benchmarks/schedule_quality.py measures on exactly these.
+# The learned-reward test's PPO_REWARD settings; benchmarks/quality_grid/schedule_quality.py measures on exactly these.
 PENDULUM_TRACKING_KWARGS = dict(
     teacher="oracle",
     n_steps=256,

@@ -600,7 +600,7 @@ def test_train_dtype_auto_follows_the_hardware(monkeypatch):
 
     model = RewardModel(OBS_DIM, ACT_DIM, hidden_dim=8, device="cpu")
     # this machine's choice follows its flags: bf16 is emulated (measured 4x slower) on CPUs without AMX /
-    # AVX512-BF16, and 3.8-4.5x faster on an EPYC with AVX512-BF16 (benchmarks/bf16_cpu.md)
+    # AVX512-BF16, and 3.8-4.5x faster on an EPYC with AVX512-BF16 (benchmarks/overhead/bf16_cpu.md)
     assert model.train_dtype == ("bfloat16" if reward_training.cpu_bf16_flags() else "float32")
     assert model.get_config()["train_dtype"] == "auto"  # a saved model chooses again where it is loaded
     for flags, expected in [((), "float32"), (("avx512_bf16",), "bfloat16"), (("amx_bf16",), "bfloat16")]:

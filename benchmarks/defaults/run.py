@@ -1,7 +1,7 @@
 """
 The defaults study (issue 41): what a user who swaps ``PPO`` for ``PPO_REWARD`` gets, giving only a reward model, a
-teacher and a label budget, against PPO on the true reward, the best hand-set schedule of ``benchmarks/QUALITY.md``,
-and a floor (a teacher that answers at random, same budget).
+teacher and a label budget, against PPO on the true reward, the best hand-set schedule of
+``benchmarks/quality_grid/README.md``, and a floor (a teacher that answers at random, same budget).
 
     python benchmarks/defaults/run.py --phase dev       # seeds 0-4: where the plan's choices were made
     python benchmarks/defaults/run.py --phase report    # fresh seeds 100+: what the write-up reports
@@ -41,11 +41,11 @@ PENDULUM_PPO: dict[str, Any] = dict(
     sde_sample_freq=4,
 )  # fmt: skip
 
-#: task -> (env steps, label budget, envs, PPO settings, the best hand-set schedule of QUALITY.md at that budget)
+#: task -> (env steps, label budget, envs, PPO settings, the best hand-set schedule of quality_grid/README.md at that budget)
 TASKS: dict[str, dict[str, Any]] = {
     "cartpole_balance": dict(
         steps=120_000, labels=400, n_envs=8, ppo=DMC_PPO,
-        # the README demo's schedule before issue 41 (benchmarks/DEMO.md)
+        # the README demo's schedule before issue 41 (benchmarks/demo/README.md)
         handset=dict(num_interaction=4000, unsuper_step=8000, unsuper_n_epochs=10, re_update=50,
                      feed_type="disagreement", model=dict(initial_mb_size=200, mb_size=25)),
     ),
@@ -60,13 +60,13 @@ TASKS: dict[str, dict[str, Any]] = {
                      feed_type="disagreement", model=dict(initial_mb_size=100, mb_size=50)),
     ),
     # the peer's Pendulum-v1 tutorial budget (imitation's preference-comparisons tutorial: 50k steps, 200 comparisons,
-    # its PPO settings; benchmarks/peer_imitation.py)
+    # its PPO settings; benchmarks/peer/peer_imitation.py)
     "Pendulum-v1-peer": dict(
         steps=50_000, labels=200, n_envs=8, handset=None,
         ppo=dict(n_steps=256, batch_size=64, ent_coef=0.01, learning_rate=2e-3, clip_range=0.1, gae_lambda=0.95,
                  gamma=0.97, n_epochs=10, policy_kwargs=dict(net_arch=[32, 32])),
     ),
-    # SAC_REWARD against SAC, SB3's SAC defaults (PEBBLE.md's Pendulum-v1 budget)
+    # SAC_REWARD against SAC, SB3's SAC defaults (pebble/README.md's Pendulum-v1 budget)
     "Pendulum-v1-sac": dict(steps=20_000, labels=200, n_envs=1, sac=True, handset=None),
 }  # fmt: skip
 

@@ -13,7 +13,8 @@ import numpy as np
 from scipy.stats import trim_mean
 
 RESULTS = Path(__file__).resolve().parent / "results"
-# Uniform-random policy returns, for normalising Pendulum's negative returns (benchmarks/results/quality/random_returns.json):
+# Uniform-random policy returns, for normalising Pendulum's negative returns
+# (benchmarks/quality_grid/results/quality/random_returns.json):
 # on Pendulum "final / PPO" is (R - random) / (PPO - random); on dm_control (returns >= 0) it is R / PPO.
 RANDOM = {"Pendulum-v1": -1205.6}
 

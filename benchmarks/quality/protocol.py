@@ -10,7 +10,7 @@ the library's commit and a hash of its resolved settings; the report refuses to 
 one row. Reported seeds are 100-109 (cartpole_swingup: 100-104); seeds 0-4 are the development set, reported apart.
 
 Arms: PPO on the true reward; PPO_REWARD at the library's defaults (only the oracle teacher and the label budget
-set) at the task's high and low budget; the best hand-set schedule of ``benchmarks/QUALITY.md`` at the high
+set) at the task's high and low budget; the best hand-set schedule of ``benchmarks/quality_grid/README.md`` at the high
 budget; and the floor: the defaults with a teacher that answers at random, at the high budget.
 
 Each run: a deterministic evaluation of 5 episodes every 10% of the run, and 20 at the end (the envs of evaluation
@@ -31,7 +31,7 @@ RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent / "defaults"))
 from run import DMC_PPO, PENDULUM_PPO, run_jobs, train_one  # noqa: E402
 
-#: the schedules of benchmarks/quality.yaml (the hand-set grid of QUALITY.md) at each task's high budget
+#: the schedules of benchmarks/quality_grid/quality.yaml (the hand-set grid of its README.md) at each task's high budget
 _DMC_SHORT = dict(num_interaction=4000, unsuper_step=8000, unsuper_n_epochs=10, re_update=50, feed_type="disagreement")
 _DMC_LONG = dict(num_interaction=16000, unsuper_step=8000, unsuper_n_epochs=10, re_update=50, feed_type="disagreement")
 

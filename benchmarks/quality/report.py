@@ -3,7 +3,7 @@ The frozen protocol's tables (README.md), read from the committed run files: ``p
 report``.
 
 Scores are normalised per task as ``(R - random) / (PPO - random)``, with a uniform random policy's return (measured
-once, ``benchmarks/results/quality/random_returns.json``) and the mean of PPO's runs on the same seeds. The final
+once, ``benchmarks/quality_grid/results/quality/random_returns.json``) and the mean of PPO's runs on the same seeds. The final
 score is the closing 20-episode deterministic evaluation; the AUC is the mean of the 10 evaluations during the run,
 normalised the same way by PPO's mean AUC. Per arm: the IQM of the normalised scores with a bootstrap interval over seeds, the
 probability that a seed of the arm beats a seed of PPO (ties count half), the seed-paired difference of final
@@ -20,7 +20,8 @@ from protocol import ORDER, RESULTS, TASKS, settings_hash
 
 from sb3_pref.experiments.stats import bootstrap_ci, iqm
 
-RANDOM = json.loads((Path(__file__).resolve().parents[1] / "results" / "quality" / "random_returns.json").read_text())
+RANDOM_FILE = Path(__file__).resolve().parents[1] / "quality_grid" / "results" / "quality" / "random_returns.json"
+RANDOM = json.loads(RANDOM_FILE.read_text())
 
 
 def load(seeds: str) -> dict[str, dict[str, dict[int, dict[str, Any]]]]:

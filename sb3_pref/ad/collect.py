@@ -57,7 +57,7 @@ def record_learner(
         raise ValueError(f"learner must be one of {LEARNERS}, got {learner!r}")
     env_kwargs = dict(env_kwargs or {})
     learner_kwargs = dict(learner_kwargs or {})
-    # DQN's defaults are written out too: they changed once (benchmarks/AD.md, sixth run), and a history file must say
+    # DQN's defaults are written out too: they changed once (benchmarks/ad/README.md, sixth run), and a history file must say
     # which learner made it
     described = {**DQN_TABULAR_SETTINGS, **learner_kwargs} if learner == "dqn" else learner_kwargs
     meta = dict(

@@ -4,7 +4,7 @@ Source learners whose learning histories Algorithm Distillation distils.
 - :func:`make_a2c_learner`: SB3's ``A2C`` with the seed's A3C settings (the faithful default);
 - :func:`make_dqn_learner`: SB3's ``DQN`` with a linear Q over one-hot cells (a table) that starts optimistic, an
   SB3 learner that searches a room it has not seen instead of walking at random, updated online so that each step is
-  tabular Q-learning's (AD on its histories: benchmarks/AD.md, sixth run);
+  tabular Q-learning's (AD on its histories: benchmarks/ad/README.md, sixth run);
 - :class:`QLearning`: tabular Q-learning with optimistic values, a cheap real learner for tests and
   quick runs (thousands of steps per second, no network);
 - :class:`NoisyExpert`: DarkRoom's shortest path taken with probability ``1 - epsilon``, ``epsilon``
@@ -99,7 +99,7 @@ class CellsExtractor(BaseFeaturesExtractor):
 #: one make each gradient step learn from the step just taken, and a target network copied at every step makes the
 #: target the current table's, so one SGD step moves the value just tried half way to its target, as QLearning does
 #: (Huber's gradient is the error while it is under 1, and values here stay in [0, 1]). With replayed batches and a
-#: target copied every 100 steps (the fifth run in benchmarks/AD.md), a failed action kept its value long enough for
+#: target copied every 100 steps (the fifth run in benchmarks/ad/README.md), a failed action kept its value long enough for
 #: the learner to repeat it, and AD copied the repetition.
 DQN_TABULAR_SETTINGS: dict[str, Any] = dict(
     learning_rate=0.5,
@@ -123,7 +123,7 @@ def make_dqn_learner(
     SB3 ``DQN`` whose Q is a table (:class:`CellsExtractor` and one linear layer, no bias) with every value starting
     at ``initial_value``. Optimism makes it try actions it has not tried; on the seed's room it finds a new goal and
     learns it about as fast as :class:`QLearning`, where A2C is still at a random walk's level after 200 episodes
-    (benchmarks/ad_source_search.py). With :data:`DQN_TABULAR_SETTINGS` each step is QLearning's update.
+    (benchmarks/ad/ad_source_search.py). With :data:`DQN_TABULAR_SETTINGS` each step is QLearning's update.
 
     :param env: a DarkRoom VecEnv (one env: the history is then one learner's episodes in order)
     :param seed: the learner's seed

@@ -52,9 +52,9 @@ NOISY_ROOM: dict[str, Any] = dict(
 #: :data:`NOISY_ROOM` with a context of 20 episodes (160 transitions): the same room, goals and split.
 #: Each history is 20 episodes from scratch in which epsilon stays 1 until the expert first steps on
 #: the goal and then falls to 0 over 20 steps (``anneal_after_reward``): a clock-driven schedule over
-#: 20 episodes taught a model to stop exploring at the clock's end, found goal or not (benchmarks/AD.md).
+#: 20 episodes taught a model to stop exploring at the clock's end, found goal or not (benchmarks/ad/README.md).
 #: 2 layers, embedding 64, batch 16, 80 histories per goal and 5,000 updates: the whole pipeline takes about
-#: 16 minutes on one CPU core and reaches 91% of the optimal return at episode 20 (benchmarks/AD.md).
+#: 16 minutes on one CPU core and reaches 91% of the optimal return at episode 20 (benchmarks/ad/README.md).
 NOISY_ROOM_20: dict[str, Any] = dict(
     room=dict(NOISY_ROOM["room"]),
     n_test=NOISY_ROOM["n_test"],

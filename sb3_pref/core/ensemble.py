@@ -64,7 +64,7 @@ class EnsembleMLP(nn.Sequential):
     velocity spans about +-15, its cosine +-1). Without standardisation a small ensemble fits the first labels
     mostly through the largest feature: on cartpole_swingup's pretraining data, models fitted on 100 labels
     correlated 0.08-0.55 with the true reward and mostly with the angular velocity; standardised, 0.87-0.90
-    (``benchmarks/QUALITY.md``, which also says why it is off by default). The statistics are frozen after the
+    (``benchmarks/quality_grid/README.md``, which also says why it is off by default). The statistics are frozen after the
     first fit, because moving them would change the reward of every state between two rounds.
 
     The layers keep ``nn.Sequential``'s names (``0.weight``, ...), and a state dict saved before the

@@ -4,8 +4,8 @@ When a preference-learning run asks for labels, planned from the run's own budge
 A user who swaps ``PPO`` for ``PPO_REWARD`` gives a label budget (``max_feed``) and a number of env steps
 (``learn(total_timesteps)``). B-Pref's fixed schedule (32k steps of state-entropy pretraining, then 128 queries every
 16k steps) was made for 4M-step runs: at 120k steps it spends a quarter of the run pretraining and asks most labels
-after the policy has settled. :func:`plan_feedback` instead scales the shape that ``benchmarks/DEMO.md`` and
-``benchmarks/QUALITY.md`` measured best at SB3's usual budgets:
+after the policy has settled. :func:`plan_feedback` instead scales the shape that ``benchmarks/demo/README.md`` and
+``benchmarks/quality_grid/README.md`` measured best at SB3's usual budgets:
 
 - **pretraining**: a fifteenth of the run (at most :data:`PRETRAIN_CAP` steps), in whole rollouts;
 - **a front-loaded first round**: a quarter to a half of the labels (about :data:`FIRST_ROUND_TARGET`), drawn from

@@ -82,7 +82,7 @@ def resolve_train_dtype(train_dtype: str, device: th.device) -> str:
     bf16 (compute capability 8.0 and up), or a CPU with AMX / AVX512-BF16 (:func:`cpu_bf16_flags`).
     Elsewhere float32: on a CPU without them (an AMD EPYC without AVX512-BF16, for one) bf16 is emulated
     and measured 4x slower; on an AMD EPYC with AVX512-BF16 and no AMX, training measured 3.8x (default
-    network) to 4.5x (B-Pref's) faster in bf16 (``benchmarks/bf16_cpu.py``, ``benchmarks/README.md``). The
+    network) to 4.5x (B-Pref's) faster in bf16 (``benchmarks/overhead/bf16_cpu.py``, ``benchmarks/README.md``). The
     choice is made from the hardware's flags, not timed, so the same machine always gives the same result.
 
     :param train_dtype: ``"auto"``, ``"float32"`` or ``"bfloat16"``

@@ -83,7 +83,7 @@ class DarkRoom(gym.Env):
     Observation (``observation="xy"``, the default): the agent's ``(x, y)`` scaled to [0, 1]. It learns
     better than ``"onehot"`` (81 cells) on held-out goals: a goal remembered as coordinates can be
     reached from any cell by comparing numbers, while a one-hot goal cell that never held a goal in
-    training has an untrained embedding (see ``benchmarks/RL2.md``).
+    training has an untrained embedding (see ``benchmarks/rl2/README.md``).
 
     ``info["success"]`` is True on the steps the agent is on the goal, so an episode succeeds when it
     reaches the goal at least once. Episodes end by truncation after ``episode_length`` steps, or,

@@ -51,7 +51,7 @@ _METAWORLD = {
 #: Not a B-Pref script: PEBBLE on gymnasium's Pendulum-v1 sized for a CPU (``train_PEBBLE.py env=Pendulum-v1``),
 #: SB3's SAC defaults (2x256, batch 256, lr 3e-4, one gradient step per env step), the library's 2x64 reward
 #: model, 200 labels in rounds of 25 every 2000 steps after 2000 steps of pretraining, 20k steps in all
-#: (benchmarks/PEBBLE.md: level with SAC there, in about 7 CPU minutes).
+#: (benchmarks/pebble/README.md: level with SAC there, in about 7 CPU minutes).
 _PENDULUM = {
     "agent.params.actor_lr": 3e-4, "agent.params.critic_lr": 3e-4, "agent.params.alpha_lr": 3e-4,
     "agent.params.batch_size": 256, "agent.params.init_temperature": 1.0, "agent.params.critic_target_update_frequency": 1,

@@ -130,7 +130,7 @@ def make_rl2_model(settings: dict[str, Any], env: VecEnv, seed: int, verbose: in
     """
     A new RL2 model from the grid's RL2 settings (:func:`~sb3_pref.experiments.task_defaults` names:
     ``cell``, ``lr``, ``hidden_size``, ...), with two 64-unit heads after the recurrent cell.
-    Shared by the grid runner, ``examples/train_RL2.py`` and ``benchmarks/rl2_darkroom.py``.
+    Shared by the grid runner, ``examples/train_RL2.py`` and ``benchmarks/rl2/rl2_darkroom.py``.
 
     :param settings: checked settings (:func:`check_rl2_settings`)
     :param env: the training VecEnv of trials

@@ -1,0 +1,50 @@
+"""
+What AD's held-out trials show, from ``adaptation.csv`` (``examples/train_AD.py``): how it searches before its first
+success and how often it goes back once it has found the goal (benchmarks/ad/README.md, the seed's room).
+
+    python benchmarks/ad/ad_trials.py runs/ad_a2c_room_150k/adaptation.csv [more.csv ...] [--agent AD]
+"""
+
+import argparse
+
+import numpy as np
+import pandas as pd
+
+
+def trial_summary(path: str, agent: str) -> dict[str, float]:
+    """:return: success at episodes 1, 5, 10, 15, 20; after the first success; per episode before it; found by ep 19"""
+    table = pd.read_csv(path)
+    table = table[table["agent"] == agent]
+    if table.empty:
+        raise ValueError(f"{path} has no rows of agent {agent!r}; its agents: {sorted(pd.read_csv(path)['agent'].unique())}")
+    success = table.pivot(index="trial", columns="episode", values="success").to_numpy() > 0  # (trials, episodes)
+    n_episodes = success.shape[1]
+    first = np.where(success.any(axis=1), success.argmax(axis=1), n_episodes)  # episode of the first success
+    episode = np.arange(n_episodes)
+    after = episode[None, :] > first[:, None]
+    before = episode[None, :] <= first[:, None]  # the searching episodes, the successful one included
+    curve = success.mean(axis=0)
+    return {
+        **{f"ep {e}": float(curve[e - 1]) for e in (1, 5, 10, 15, 20) if e <= n_episodes},
+        "once found": float(success[after].mean()) if after.any() else float("nan"),
+        "search rate": float(success[before].mean()),
+        "found by ep 19": float((first < min(19, n_episodes)).mean()),
+        "trials": float(len(success)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="+")
+    parser.add_argument("--agent", default="AD")
+    args = parser.parse_args()
+    rows = {path: trial_summary(path, args.agent) for path in args.paths}
+    columns = list(next(iter(rows.values())))
+    print("| run | " + " | ".join(columns) + " |")
+    print("|---" * (len(columns) + 1) + "|")
+    for path, row in rows.items():
+        print(f"| {path} | " + " | ".join(f"{row[c]:.0f}" if c == "trials" else f"{row[c]:.2f}" for c in columns) + " |")
+
+
+if __name__ == "__main__":
+    main()

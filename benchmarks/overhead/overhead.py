@@ -1,0 +1,542 @@
+"""
+Wall-clock cost of preference learning: ``PPO_REWARD`` (oracle teacher, disagreement queries,
+state-entropy pretraining, ``learn(unsuper_flag=1)``) against SB3's ``PPO`` on the true reward,
+same env, steps, seed and PPO hyperparameters, in one process. The two are alternated (the order
+flips every repeat, so drifting machine load hits both alike) and the median ratio is reported.
+
+The settings are a scaled-down B-Pref walker_walk run: B-Pref's networks, rollout length, gSDE and
+observation normalisation, with 16 envs and ~100k steps. With 100 queries every 16000 steps, this
+is what the first ~200k steps of a B-Pref run look like, where all of its 10 query rounds happen;
+over a full 4M-step run the rounds are amortised 20-40 times more.
+
+A per-phase breakdown is measured by wrapping library methods from the outside (no library edit):
+rollouts (env + policy), transition recording, the k-NN entropy reward, query rounds (selection,
+teacher, reward-model training), relabelling, and the PPO update.
+
+    nice -n 10 python benchmarks/overhead/overhead.py                   # ~10-15 min on one core
+    python benchmarks/overhead/overhead.py --total-timesteps 16000 --repeats 1 --output /tmp/quick.md
+"""
+
+import argparse
+import datetime
+import functools
+import os
+import platform
+import statistics
+import time
+from collections import defaultdict
+from typing import Any, Callable
+
+import stable_baselines3
+import torch as th
+from stable_baselines3 import PPO
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+from stable_baselines3.common.utils import LinearSchedule
+from stable_baselines3.common.vec_env import VecNormalize
+
+import sb3_pref
+from sb3_pref import PPO_REWARD, PreferenceLearner, RewardModel
+from sb3_pref.common import rollout_writer
+from sb3_pref.common.controller import PHASE_PRETRAIN
+from sb3_pref.common.onpolicy import PreferenceRewardMixin
+from sb3_pref.common.rollout import RolloutRecorder
+from sb3_pref.core.entropy import StateEntropyReward
+from sb3_pref.core.reward_model import BPREF_N_LAYERS
+from sb3_pref.core.reward_trainer import RewardTrainer
+from sb3_pref.core.reward_training import resolve_train_dtype
+from sb3_pref.envs import make_vec_dmcontrol_env
+
+# Breakdown rows: (label, how the value is derived from the raw timers). Raw timers nest
+# (query rounds run inside a rollout), so the exclusive rows are differences.
+PHASES = [
+    ("rollout: env + policy", "collect - recorder - begin - finish"),
+    ("rollout: recording transitions", "recorder"),
+    ("pretraining: k-NN entropy reward", "entropy"),
+    ("reward model: query rounds", "query_round"),
+    ("    of which reward-model training", "reward_train"),
+    ("    of which query selection", "select"),
+    ("    of which oracle-agreement metric", "agreement"),
+    ("relabel: reward prediction", "predict"),
+    ("relabel: rewrite buffer + advantages", "relabel"),
+    ("other preference bookkeeping", "begin + finish - entropy - query_round - predict - relabel"),
+    ("PPO update", "train"),
+    ("PPO update while pretraining", "train_pretrain"),
+    ("rest of learn() (logging, schedules)", "learn - collect - train - train_pretrain"),
+]
+
+
+class PhaseTimer:
+    """Accumulates wall-clock seconds per name for functions wrapped with :meth:`wrap`."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+
+    def reset(self) -> None:
+        self.seconds.clear()
+        self.calls.clear()
+
+    def wrap(self, name: str, function: Callable[..., Any], name_of: Callable[[], str] = lambda: "") -> Callable[..., Any]:
+        """
+        :param name: timer the call's duration is added to
+        :param function: the function to time
+        :param name_of: optional, evaluated before the call: a different timer name for this call
+        """
+
+        @functools.wraps(function)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            key = name_of() or name
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.seconds[key] += time.perf_counter() - start
+                self.calls[key] += 1
+
+        return timed
+
+    def patch(self, owner: Any, attribute: str, name: str) -> None:
+        """Replace ``owner.attribute`` (a class's method or a module's function) by its timed version."""
+        setattr(owner, attribute, self.wrap(name, getattr(owner, attribute)))
+
+    def phase(self, expression: str) -> float:
+        """Evaluate ``"a - b + c"`` over the timers (unknown names count 0)."""
+        total, sign = 0.0, 1.0
+        for token in expression.split():
+            if token in "+-":
+                sign = 1.0 if token == "+" else -1.0
+            else:
+                total += sign * self.seconds.get(token, 0.0)
+        return total
+
+
+TIMER = PhaseTimer()
+# What each query round of the current run returned, with the number of labels it trained on.
+ROUND_STATS: list[dict[str, float]] = []
+
+
+def record_round_stats(query_round: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
+    """Wrap ``PreferenceLearner.query_round`` to keep its statistics (epochs, accuracies)."""
+
+    @functools.wraps(query_round)
+    def recorded(learner: PreferenceLearner, *args: Any, **kwargs: Any) -> dict[str, float]:
+        stats = query_round(learner, *args, **kwargs)
+        if stats:  # past the budget a round asks nothing and returns {}: not a round worth a table row
+            ROUND_STATS.append({**stats, "labels": float(len(learner.dataset))})
+        return stats
+
+    return recorded
+
+
+def instrument_library() -> None:
+    """Wrap the preference machinery's methods once; plain PPO never calls any of them."""
+    TIMER.patch(RolloutRecorder, "_on_step", "recorder")
+    TIMER.patch(PreferenceRewardMixin, "_begin_rollout", "begin")
+    TIMER.patch(PreferenceRewardMixin, "_finish_rollout", "finish")
+    TIMER.patch(StateEntropyReward, "compute", "entropy")
+    PreferenceLearner.query_round = record_round_stats(PreferenceLearner.query_round)
+    TIMER.patch(PreferenceLearner, "query_round", "query_round")
+    TIMER.patch(PreferenceLearner, "_select", "select")
+    TIMER.patch(PreferenceLearner, "oracle_agreement", "agreement")
+    TIMER.patch(PreferenceLearner, "predict_rewards", "predict")
+    TIMER.patch(RewardTrainer, "fit", "reward_train")
+    # Looked up in the writer module's namespace at call time, so patching the module attribute is enough.
+    TIMER.patch(rollout_writer, "relabel_rollout", "relabel")
+
+
+def build(algo: str, args: argparse.Namespace) -> OnPolicyAlgorithm:
+    """The same env and PPO hyperparameters for both algorithms; only PPO_REWARD gets preference settings."""
+    env = VecNormalize(make_vec_dmcontrol_env(args.env, n_envs=args.n_envs, seed=args.seed), norm_reward=False)
+    hidden = [args.hidden_dim] * args.num_layer
+    sb3_style = args.ppo_style == "sb3"
+    ppo_kwargs: dict[str, Any] = dict(
+        seed=args.seed,
+        learning_rate=args.lr,
+        batch_size=args.batch_size,
+        n_steps=args.n_steps,
+        n_epochs=args.n_epochs,
+        gae_lambda=args.gae_lambda,
+        ent_coef=0.0,
+        # SB3's PPO: a constant clip range and a state-independent Gaussian; B-Pref: clip annealed to 0, gSDE.
+        clip_range=args.clip_init if sb3_style else LinearSchedule(args.clip_init, 0.0, 1.0),
+        use_sde=not sb3_style,
+        sde_sample_freq=-1 if sb3_style else 4,
+        policy_kwargs=dict(net_arch=dict(pi=hidden, vf=list(hidden))),
+        device="cpu",
+        verbose=0,
+    )
+    if algo == "PPO":
+        model: OnPolicyAlgorithm = PPO("MlpPolicy", env, **ppo_kwargs)
+    elif args.pref_defaults:
+        # What a user gets: only the round sizes and budget of the comparison are set, the reward
+        # model's network, schedule, dtype, device, query selection and pretraining epochs are the defaults.
+        reward_model = RewardModel(env.observation_space, env.action_space, size_segment=args.segment, mb_size=args.re_batch,
+                                   train_dtype=args.re_train_dtype or "auto")
+        model = PPO_REWARD(
+            reward_model,
+            "MlpPolicy",
+            env,
+            **ppo_kwargs,
+            teacher="oracle",
+            num_interaction=args.num_interaction,
+            max_feed=args.max_feed,
+            unsuper_step=args.unsuper_step,
+        )
+    else:
+        reward_model = RewardModel(
+            env.observation_space,
+            env.action_space,
+            size_segment=args.segment,
+            mb_size=args.re_batch,
+            hidden_dim=args.re_hidden_dim,
+            n_layers=BPREF_N_LAYERS,  # B-Pref's depth and learning rate: this branch measures its setup
+            lr=3e-4,
+            train_dtype=args.re_train_dtype or "float32",
+            device="cpu",
+        )
+        model = PPO_REWARD(
+            reward_model,
+            "MlpPolicy",
+            env,
+            **ppo_kwargs,
+            teacher="oracle",
+            feed_type="disagreement",
+            num_interaction=args.num_interaction,
+            max_feed=args.max_feed,
+            re_update=args.re_update,
+            unsuper_step=args.unsuper_step,
+            unsuper_n_epochs=args.unsuper_n_epochs,
+            size_segment=args.segment,
+            max_ep_len=1000,
+            reward_schedule=args.reward_schedule,
+        )
+    # Instance attributes shadow the class's methods, so only this model is timed here.
+    model.collect_rollouts = TIMER.wrap("collect", model.collect_rollouts)
+    pretraining = getattr(model, "_rollout_phase", None)
+    model.train = TIMER.wrap(
+        "train",
+        model.train,
+        name_of=lambda: "train_pretrain" if pretraining is not None and model._rollout_phase == PHASE_PRETRAIN else "",
+    )
+    return model
+
+
+def training_flop_per_pair(model: RewardModel) -> float:
+    """Floating-point operations to train on one labelled pair for one epoch (forward + backward ~ 3 x forward)."""
+    macs_per_row = model.input_dim * model.hidden_dim + (model.n_layers - 1) * model.hidden_dim**2 + model.hidden_dim
+    return 3 * 2 * macs_per_row * 2 * model.size_segment * model.ensemble_size
+
+
+def timed_run(algo: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Build, then time ``learn`` alone (wall and CPU); construction is the same for both and excluded."""
+    model = build(algo, args)
+    TIMER.reset()
+    ROUND_STATS.clear()
+    wall, cpu = time.perf_counter(), time.process_time()
+    learn_kwargs = {"unsuper_flag": 1} if algo == "PrefPPO" else {}
+    model.learn(total_timesteps=args.total_timesteps, **learn_kwargs)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    TIMER.seconds["learn"] = wall
+    result = {
+        "wall": wall,
+        "cpu": cpu,
+        "steps": model.num_timesteps,
+        # Monitor sits under VecNormalize: these are the env's true returns for both algorithms.
+        "return": float(statistics.mean(info["r"] for info in model.ep_info_buffer)),
+        "phases": {label: TIMER.phase(expression) for label, expression in PHASES},
+        "calls": dict(TIMER.calls),
+    }
+    if algo == "PrefPPO":
+        learner = model.pref_learner
+        result.update(
+            rounds=learner.n_rounds,
+            total_feed=learner.total_feed,
+            round_stats=list(ROUND_STATS),
+            flop_per_pair_epoch=training_flop_per_pair(model.reward_model),
+        )
+    model.get_env().close()
+    return result
+
+
+def settings_line(args: argparse.Namespace, pref: dict[str, Any]) -> str:
+    """The settings of the run, in words, as the report's first paragraph."""
+    ppo = (
+        f"clip {args.clip_init} constant, no gSDE (SB3's PPO)"
+        if args.ppo_style == "sb3"
+        else f"clip {args.clip_init} annealed, gSDE (B-Pref's PPO)"
+    )
+    rounds = f"{pref['rounds']} rounds, {pref['total_feed']} labels"
+    if args.pref_defaults:
+        reward = (
+            f"PPO_REWARD with its defaults (RewardModel(obs_space, act_space, size_segment={args.segment}, "
+            f"mb_size={args.re_batch}), teacher='oracle'): {args.unsuper_step} steps of pretraining, {args.re_batch} "
+            f"queries every {args.num_interaction} steps up to {args.max_feed} ({rounds}); reward-model training in "
+            f"{reward_model_dtype(args.re_train_dtype or 'auto')}."
+        )
+    else:
+        reward = (
+            f"PPO_REWARD: oracle teacher, disagreement queries, segments of {args.segment}, {args.unsuper_step} steps "
+            f"of pretraining ({args.unsuper_n_epochs} epochs per update), {args.re_batch} queries every "
+            f"{args.num_interaction} steps up to {args.max_feed} ({rounds}), reward model 3x{args.re_hidden_dim}, at "
+            f"most {args.re_update} epochs per round ({args.reward_schedule} schedule), training in "
+            f"{args.re_train_dtype or 'float32'}."
+        )
+    return (
+        f"Settings: {args.env}, {args.n_envs} envs x {args.n_steps} steps, {args.total_timesteps} steps, seed "
+        f"{args.seed}; PPO lr {args.lr}, batch {args.batch_size}, {args.n_epochs} epochs, gae {args.gae_lambda}, {ppo}, "
+        f"net {args.num_layer}x{args.hidden_dim} pi/vf, VecNormalize(obs). {reward}"
+    )
+
+
+def markdown(args: argparse.Namespace, runs: list[dict[str, dict[str, Any]]], context: dict[str, str]) -> str:
+    """The results as Markdown: settings, one row per repeat, the median, and the phase breakdown."""
+    ratios = [run["PrefPPO"]["wall"] / run["PPO"]["wall"] for run in runs]
+    cpu_ratios = [run["PrefPPO"]["cpu"] / run["PPO"]["cpu"] for run in runs]
+    pref = runs[0]["PrefPPO"]
+    lines = [
+        "# Overhead of PPO_REWARD over PPO",
+        "",
+        f"Measured {context['date']} with `benchmarks/overhead/overhead.py` (sb3_pref {sb3_pref.__version__}, "
+        f"SB3 {stable_baselines3.__version__}, torch {th.__version__}, Python {platform.python_version()}, "
+        f"{context['cpus']} CPUs, torch threads {context['threads']}, load average {context['load_before']} before / "
+        f"{context['load_after']} after; the machine was shared).",
+        "",
+        settings_line(args, pref),
+        "",
+        "| repeat | order | PPO wall (s) | PPO_REWARD wall (s) | ratio | PPO CPU (s) | PPO_REWARD CPU (s) | CPU ratio "
+        "| PPO return | PPO_REWARD return |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for index, run in enumerate(runs):
+        ppo, prefppo = run["PPO"], run["PrefPPO"]
+        lines.append(
+            f"| {index + 1} | {run['order']} | {ppo['wall']:.1f} | {prefppo['wall']:.1f} | {ratios[index]:.3f} | "
+            f"{ppo['cpu']:.1f} | {prefppo['cpu']:.1f} | {cpu_ratios[index]:.3f} | {ppo['return']:.1f} | "
+            f"{prefppo['return']:.1f} |"
+        )
+    lines += [
+        f"| **median** | | {statistics.median(r['PPO']['wall'] for r in runs):.1f} | "
+        f"{statistics.median(r['PrefPPO']['wall'] for r in runs):.1f} | **{statistics.median(ratios):.3f}** | "
+        f"{statistics.median(r['PPO']['cpu'] for r in runs):.1f} | "
+        f"{statistics.median(r['PrefPPO']['cpu'] for r in runs):.1f} | "
+        f"**{statistics.median(cpu_ratios):.3f}** | {statistics.median(r['PPO']['return'] for r in runs):.1f} | "
+        f"{statistics.median(r['PrefPPO']['return'] for r in runs):.1f} |",
+        "",
+        f"Target: ratio <= {args.target}. Median wall-clock ratio {statistics.median(ratios):.3f}, "
+        f"median CPU-time ratio {statistics.median(cpu_ratios):.3f} (less sensitive to other processes).",
+        "",
+        "## Where the time goes (median over repeats, seconds of wall clock)",
+        "",
+        "| phase | PPO | PPO_REWARD | share of PPO_REWARD |",
+        "|---|---|---|---|",
+    ]
+    for label, _ in PHASES:
+        ppo_seconds = statistics.median(run["PPO"]["phases"][label] for run in runs)
+        pref_seconds = statistics.median(run["PrefPPO"]["phases"][label] for run in runs)
+        pref_wall = statistics.median(run["PrefPPO"]["wall"] for run in runs)
+        lines.append(f"| {label} | {ppo_seconds:.2f} | {pref_seconds:.2f} | {100 * pref_seconds / pref_wall:.1f}% |")
+    lines += ["", *round_table(runs), "", *amortisation(args, runs)]
+    return "\n".join(lines) + "\n"
+
+
+def round_table(runs: list[dict[str, dict[str, Any]]]) -> list[str]:
+    """The query rounds of the first PPO_REWARD run, and how fast the reward model trained."""
+    pref = runs[0]["PrefPPO"]
+    lines = [
+        "## Query rounds (first repeat)",
+        "",
+        "| round | labels trained on | reward-model epochs | training accuracy | agreement with an oracle on fresh pairs |",
+        "|---|---|---|---|---|",
+    ]
+    pair_epochs = 0.0
+    for index, stats in enumerate(pref["round_stats"]):
+        epochs = stats.get("model_train_epochs", float("nan"))
+        pair_epochs += stats["labels"] * epochs
+        lines.append(
+            f"| {index + 1} | {stats['labels']:.0f} | {epochs:.0f} | {stats.get('model_train_accuracy', float('nan')):.3f} | "
+            f"{stats.get('true_pref_accuracy', float('nan')):.3f} |"
+        )
+    training = pref["phases"]["    of which reward-model training"]
+    if pair_epochs > 0 and training > 0:
+        lines += [
+            "",
+            f"Reward-model training ran {pair_epochs:.0f} pair-epochs in {training:.1f} s: "
+            f"{1e3 * training / pair_epochs:.2f} ms per labelled pair per epoch, about "
+            f"{pair_epochs * pref['flop_per_pair_epoch'] / training / 1e9:.0f} GFLOP/s on one thread "
+            "counting the forward and backward passes of every member over both segments of a pair.",
+        ]
+    return lines
+
+
+# B-Pref's full walker_walk run with the 1000-label budget, for the projection.
+BPREF_WALKER = dict(total_timesteps=4_000_000, rollout=32 * 500, unsuper_step=32000, re_batch=100, max_feed=1000)
+
+
+def knn_work(unsuper_step: int, rollout: int) -> float:
+    """Query-to-stored distance count of the pretraining k-NN reward (buffer of ``max(unsuper_step, rollout)``)."""
+    capacity, stored, work = max(unsuper_step, rollout), 0, 0.0
+    for _ in range(-(-unsuper_step // rollout)):  # pretraining lasts whole rollouts
+        stored = min(stored + rollout, capacity)
+        work += rollout * stored
+    return work
+
+
+def label_work(rounds: int, re_batch: int, max_feed: int) -> int:
+    """Labelled pairs summed over rounds: each round trains on every label so far."""
+    return sum(min(k * re_batch, max_feed) for k in range(1, rounds + 1))
+
+
+def amortisation(args: argparse.Namespace, runs: list[dict[str, dict[str, Any]]]) -> list[str]:
+    """Split the extra time into a per-step part and one-off parts, and project them onto a full B-Pref run."""
+
+    def median_phase(algo: str, label: str) -> float:
+        return statistics.median(run[algo]["phases"][label] for run in runs)
+
+    steps = runs[0]["PrefPPO"]["steps"]
+    rounds = max(runs[0]["PrefPPO"]["rounds"], 1)
+    rollout = args.n_envs * args.n_steps
+    per_step_labels = (
+        "rollout: recording transitions",
+        "relabel: reward prediction",
+        "relabel: rewrite buffer + advantages",
+        "other preference bookkeeping",
+    )
+    per_step = sum(median_phase("PrefPPO", label) for label in per_step_labels) / steps
+    ppo_per_step = statistics.median(run["PPO"]["wall"] for run in runs) / steps
+    rounds_total = median_phase("PrefPPO", "reward model: query rounds")
+    training = median_phase("PrefPPO", "    of which reward-model training")
+    knn = median_phase("PrefPPO", "pretraining: k-NN entropy reward")
+
+    # Projection: per-step costs scale with steps, reward-model training with labels x rounds,
+    # the rest of a round (selection, teacher, metric) per round, the k-NN reward with its distance count.
+    full = BPREF_WALKER
+    full_rounds = full["max_feed"] // full["re_batch"]
+    training_full = (
+        training
+        * label_work(full_rounds, full["re_batch"], full["max_feed"])
+        / max(label_work(rounds, args.re_batch, args.max_feed), 1)
+    )
+    round_rest_full = (rounds_total - training) / rounds * full_rounds
+    knn_full = knn * knn_work(full["unsuper_step"], full["rollout"]) / knn_work(args.unsuper_step, rollout)
+    ppo_full = ppo_per_step * full["total_timesteps"]
+    pretrain_update = median_phase("PrefPPO", "PPO update while pretraining")
+    # 40 extra epochs on the pretraining steps, as a share of PPO's time (its update share times 4).
+    update_share = median_phase("PPO", "PPO update") / statistics.median(run["PPO"]["wall"] for run in runs)
+    extra_epochs = 4 * update_share * full["unsuper_step"] / full["total_timesteps"]
+    extra_full = per_step * full["total_timesteps"] + training_full + round_rest_full + knn_full
+    return [
+        "## Amortisation and projection",
+        "",
+        f"- Per-step cost of the preference machinery (recording, prediction, relabelling, bookkeeping): "
+        f"{1e6 * per_step:.1f} us per env step, {100 * per_step / ppo_per_step:.1f}% of PPO's "
+        f"{1e6 * ppo_per_step:.0f} us per step. This part does not shrink with longer runs.",
+        f"- Query rounds: {rounds_total / rounds:.1f} s per round on average ({rounds} rounds, up to "
+        f"{runs[0]['PrefPPO']['total_feed']} labels), {100 * training / max(rounds_total, 1e-9):.0f}% of it "
+        "reward-model training. A fixed cost: B-Pref asks its whole budget within the first ~200k of 4M steps.",
+        f"- Pretraining: k-NN entropy reward {knn:.2f} s, PPO update {pretrain_update:.1f} s "
+        f"({args.unsuper_n_epochs} epochs) for {args.unsuper_step} steps.",
+        f"- Projection onto a full B-Pref walker_walk run (4M steps, 32 envs, 32000 pretraining steps, 10 rounds of "
+        f"100 up to 1000 labels), with this benchmark's PPO cost per step (B-Pref's batch 64 and 20 epochs cost "
+        f"more, which lowers the ratio): per-step {per_step * full['total_timesteps'] / 3600:.2f} h, reward-model "
+        f"training {training_full / 60:.1f} min (assuming as many epochs per round as here), rest of the rounds "
+        f"{round_rest_full / 60:.1f} min, k-NN {knn_full / 60:.1f} min, against PPO {ppo_full / 3600:.1f} h: "
+        f"**projected ratio {1 + extra_full / ppo_full:.3f}** (B-Pref's 50 pretraining epochs instead of 10 "
+        f"would add about {100 * extra_epochs:.1f}%).",
+    ]
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("--env", default="walker_walk")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--n-envs", type=int, default=16)
+    parser.add_argument("--n-steps", type=int, default=500)
+    parser.add_argument("--total-timesteps", type=int, default=96_000)
+    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--n-epochs", type=int, default=10)
+    parser.add_argument("--gae-lambda", type=float, default=0.92)
+    parser.add_argument("--clip-init", type=float, default=0.4)
+    parser.add_argument("--num-layer", type=int, default=3)
+    parser.add_argument("--hidden-dim", type=int, default=256)
+    parser.add_argument("--segment", type=int, default=50)
+    parser.add_argument("--unsuper-step", type=int, default=8000, help="one rollout of pretraining")
+    parser.add_argument(
+        "--unsuper-n-epochs",
+        type=int,
+        default=None,
+        help="B-Pref uses 50; equal to --n-epochs by default so the ratio measures the implementation, "
+        "not B-Pref's choice to train harder on one early rollout",
+    )
+    parser.add_argument("--num-interaction", type=int, default=16000)
+    parser.add_argument("--max-feed", type=int, default=600)
+    parser.add_argument("--re-batch", type=int, default=100)
+    parser.add_argument("--re-update", type=int, default=100)
+    parser.add_argument(
+        "--re-train-dtype", choices=["auto", "float32", "bfloat16"], default=None,
+        help="reward-model training (default: float32, B-Pref's; with --pref-defaults the library's default, auto)",
+    )
+    parser.add_argument("--reward-schedule", choices=["auto", "bpref"], default="bpref", help="reward-model schedule")
+    parser.add_argument("--re-hidden-dim", type=int, default=256, help="reward-model width (3 layers; B-Pref: 256)")
+    parser.add_argument(
+        "--ppo-style",
+        choices=["bpref", "sb3"],
+        default="bpref",
+        help="bpref: clip annealed to 0 and gSDE; sb3: SB3's constant clip range, no gSDE",
+    )
+    parser.add_argument(
+        "--pref-defaults",
+        action="store_true",
+        help="PPO_REWARD and RewardModel defaults for everything but segment, round size and interval, budget and "
+        "pretraining steps (ignores --re-*, --reward-schedule, --unsuper-n-epochs)",
+    )
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--target", type=float, default=1.15)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads, the same for both algorithms")
+    parser.add_argument("--output", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "overhead.md"))
+    args = parser.parse_args()
+    if args.unsuper_n_epochs is None:
+        args.unsuper_n_epochs = args.n_epochs
+    if args.repeats < 1 or args.total_timesteps < args.n_envs * args.n_steps:
+        parser.error("need --repeats >= 1 and --total-timesteps of at least one rollout (n_envs x n_steps)")
+    return args
+
+
+def reward_model_dtype(requested: str) -> str:
+    """What ``train_dtype=requested`` resolves to on this machine's CPU (``auto`` names its choice)."""
+    chosen = resolve_train_dtype(requested, th.device("cpu"))
+    return f"auto, which picks {chosen} on this CPU" if requested == "auto" else chosen
+
+
+def main() -> None:
+    args = parse_args()
+    # The same thread pool for both algorithms, so the ratio compares algorithms, not pools.
+    th.set_num_threads(args.threads)
+    instrument_library()
+    context = {
+        "threads": args.threads,
+        "date": datetime.date.today().isoformat(),
+        "cpus": str(os.cpu_count()),
+        "load_before": f"{os.getloadavg()[0]:.1f}",
+    }
+    runs: list[dict[str, Any]] = []
+    for repeat in range(args.repeats):
+        order = ["PPO", "PrefPPO"] if repeat % 2 == 0 else ["PrefPPO", "PPO"]
+        run: dict[str, Any] = {"order": " then ".join("PPO_REWARD" if a == "PrefPPO" else a for a in order)}
+        for algo in order:
+            run[algo] = timed_run(algo, args)
+            print(f"repeat {repeat + 1} {algo:8s} wall {run[algo]['wall']:7.1f} s  cpu {run[algo]['cpu']:7.1f} s", flush=True)
+        print(f"repeat {repeat + 1} ratio {run['PrefPPO']['wall'] / run['PPO']['wall']:.3f}", flush=True)
+        runs.append(run)
+    context["load_after"] = f"{os.getloadavg()[0]:.1f}"
+    report = markdown(args, runs, context)
+    print(report)
+    with open(args.output, "w") as file:
+        file.write(report)
+    print(f"written to {args.output}")
+
+
+if __name__ == "__main__":
+    main()
