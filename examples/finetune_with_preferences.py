@@ -16,9 +16,9 @@ Quick check (seconds, not a measurement)::
 
     python examples/finetune_with_preferences.py --base-steps 2048 --finetune-steps 2048 --seeds 1 --eval-episodes 1
 
-The committed measurement (``benchmarks/rlhf/README.md``)::
+The committed measurements, each with its command: ``benchmarks/rlhf/README.md``. Three seeds at the defaults::
 
-    python examples/finetune_with_preferences.py --seeds 1 2 3 --output-dir benchmarks/results/rlhf
+    python examples/finetune_with_preferences.py --seeds 1 2 3 --output-dir runs/rlhf
 """
 
 import argparse
