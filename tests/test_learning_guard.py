@@ -6,7 +6,9 @@ set but the reward model, the teacher and the label budget: the schedule is the 
 budget (``sb3_pref.core.feedback_plan``), so the guard guards the defaults.
 
 The guard runs the whole demo budget, one ``learn(120_000)`` call, on each of ``GUARD_SEEDS`` and judges the *final*
-deterministic true return (5 episodes): it must end above the seed's own start by ``MARGIN``. The seeds were fixed
+deterministic true return (5 episodes): it must end above the seed's own start by ``MARGIN``. The suite runs seeds 31
+and 32; the study below (``STUDY_SEEDS``) adds seed 33, which in the table separates nothing that seed 31 does not
+(both pass every variant), while its 2.5 CPU minutes put the suite past its 10 minutes. The seeds were fixed
 before anything was run on them and were never used to choose a setting (the plan was chosen on seeds 0-16, reports
 use 100 and up). Judging the end, not the first good check, fails a run that peaks and then collapses.
 
@@ -46,7 +48,9 @@ from sb3_pref import RewardModel
 from sb3_pref.envs import make_vec_dmcontrol_env
 
 #: fixed before any run on them; never used to choose a setting
-GUARD_SEEDS = (31, 32, 33)
+STUDY_SEEDS = (31, 32, 33)
+#: the seeds the suite runs: seed 32 is the one that fails "50 every 12k"
+GUARD_SEEDS = STUDY_SEEDS[:2]
 #: the demo's step budget and label budget
 GUARD_STEPS, LABELS = 120_000, 400
 #: the final return must clear the seed's start by this much
@@ -102,7 +106,7 @@ if __name__ == "__main__":
     from concurrent.futures import ProcessPoolExecutor
 
     names = [name for name in ("defaults", *REGRESSIONS) if len(sys.argv) < 2 or name.startswith(sys.argv[1])]
-    jobs = [(name, seed) for name in names for seed in GUARD_SEEDS]
+    jobs = [(name, seed) for name in names for seed in STUDY_SEEDS]
     with ProcessPoolExecutor(2) as pool:
         for name, seed, before, after in pool.map(_run, jobs):
             verdict = "passes" if after > before + MARGIN else "FAILS"
