@@ -103,7 +103,7 @@ def test_every_option_is_stored_and_survives_save_load(tmp_path):
 MODEL_ONLY_VALUES = dict(
     teacher="oracle", num_interaction=500, feed_type=1, re_update=3, max_feed=100, size_segment=10,
     normalize_reward=True, anneal_reward_lr=True, segment_capacity=5000, rime=True,
-    rune_beta=0.01, rune_decay=1e-5, qpa_episodes=10, surf=True,
+    rune_beta=0.01, rune_decay=1e-5, qpa_episodes=10, surf=True, qpa_crops=20,
 )  # fmt: skip
 
 

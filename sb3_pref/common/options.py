@@ -236,6 +236,10 @@ PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
                "``qpa_episodes`` episodes only, the behaviour the policy has now (QPA: 10 on DMC), uniformly when "
                "``feed_type`` is left unset; off-policy algorithms also draw half of each batch from those "
                "episodes while labels remain (QPA's hybrid replay). 0 (default): queries from every stored episode"),
+    Option("qpa_crops", int, 0, check=_int(0, 20), model_only=True, learner_arg="qpa_crops", bpref_flag="qpa_crops",
+           doc="QPA's data augmentation (Hu et al. 2024; :mod:`~sb3_pref.core.qpa`): the reward model's loss counts each "
+               "labelled pair this many times, each on random crops of 70-90% of its two segments (QPA: 20, with "
+               "``qpa_episodes``); 0 (default): each pair once, whole. Works on- and off-policy"),
     Option("reset_critic", bool, True, families=(OFF_POLICY,),
            doc="reset the critic (both Q-networks, their targets, the critic's optimizer) when pretraining ends "
                "(PEBBLE), then take ``reset_update`` extra gradient steps; False keeps the critic trained on the "

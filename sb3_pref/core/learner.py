@@ -11,6 +11,7 @@ import numpy as np
 
 from sb3_pref.core.feedback_plan import BPREF_SCHEDULE, FeedbackPlan
 from sb3_pref.core.preferences import PreferenceDataset
+from sb3_pref.core.qpa import PairCrops
 from sb3_pref.core.query import QUERY_METHODS, candidate_count, resolve_query_method, select_queries
 from sb3_pref.core.reward_model import RewardModel
 from sb3_pref.core.reward_trainer import RewardTrainer
@@ -19,7 +20,7 @@ from sb3_pref.core.rime import RIMEFilter
 from sb3_pref.core.segments import SegmentBatch, SegmentStore
 from sb3_pref.core.state import to_numpy_state, to_torch_state
 from sb3_pref.core.surf import SURFLoss
-from sb3_pref.core.teachers import LEARNER_STREAM, SURF_STREAM, BaseTeacher, stream_generator
+from sb3_pref.core.teachers import LEARNER_STREAM, QPA_STREAM, SURF_STREAM, BaseTeacher, stream_generator
 
 # Due rounds that found no segment-long episode piece before a warning says why nothing is asked.
 _WARN_AFTER_WAITS = 10
@@ -68,6 +69,8 @@ class PreferenceLearner:
         and the reward model learns from those its members are confident about, on temporal crops
     :param qpa_episodes: QPA's policy-aligned queries: draw each round's candidate segments from the last this many
         episodes of all envs only (0: from every stored episode)
+    :param qpa_crops: QPA's data augmentation: the reward model's loss counts each labelled pair this many times, each
+        on random crops of 70-90% of its segments (:mod:`sb3_pref.core.qpa`; QPA: 20; 0: the whole pairs, once)
     :param seed: seed of the learner's generator (segment sampling, minibatch order): the learner stream
         of ``seed`` (:func:`~sb3_pref.core.teachers.stream_generator`), independent of a teacher
         seeded with the same number
@@ -101,6 +104,7 @@ class PreferenceLearner:
         rune_decay: float = 0.0,
         qpa_episodes: int = 0,
         surf: bool = False,
+        qpa_crops: int = 0,
     ) -> None:
         self.feed_type = resolve_query_method(feed_type)
         self.schedule = check_schedule(schedule, "reward_schedule")
@@ -129,6 +133,8 @@ class PreferenceLearner:
         if isinstance(qpa_episodes, bool) or not isinstance(qpa_episodes, (int, np.integer)) or qpa_episodes < 0:
             raise ValueError(f"qpa_episodes must be an int >= 0 (e.g. 10, QPA's on DMC; 0 turns it off), got {qpa_episodes!r}")
         self.qpa_episodes = int(qpa_episodes)
+        # QPA's crops draw with their own stream of the seed, as SURF does
+        self.pair_crops = PairCrops(qpa_crops, seed=stream_generator(seed, QPA_STREAM)) if qpa_crops else None
         # SURF draws with its own stream of the seed: the learner's draws are the same with it on or off.
         self.surf: Optional[SURFLoss] = SURFLoss(seed=stream_generator(seed, SURF_STREAM)) if surf else None
         self.teacher = teacher if teacher is not None else reward_model.teacher
@@ -314,7 +320,9 @@ class PreferenceLearner:
         """Fits :attr:`reward_model` after each query round (built for the current model on first use)."""
         if self._trainer is None or self._trainer.model is not self.reward_model:
             loss_terms = [self.surf] if self.surf is not None else []
-            self._trainer = RewardTrainer(self.reward_model, loss_terms=loss_terms, label_filter=self.label_filter)
+            self._trainer = RewardTrainer(
+                self.reward_model, loss_terms=loss_terms, label_filter=self.label_filter, augment=self.pair_crops
+            )
         return self._trainer
 
     @trainer.setter
@@ -452,6 +460,7 @@ class PreferenceLearner:
                 "reward_model_n_updates": self.reward_model.n_updates,
                 **({"label_filter": self.label_filter.state_dict()} if self.label_filter is not None else {}),
                 **({"surf": self.surf.state_dict()} if self.surf is not None else {}),
+                **({"pair_crops": self.pair_crops.state_dict()} if self.pair_crops is not None else {}),
             }
         )
 
@@ -475,6 +484,8 @@ class PreferenceLearner:
             self.label_filter.load_state_dict(state["label_filter"])
         if self.surf is not None and "surf" in state:
             self.surf.load_state_dict(state["surf"])
+        if self.pair_crops is not None and "pair_crops" in state:
+            self.pair_crops.load_state_dict(state["pair_crops"])
 
     def _restore_teacher(self, saved: dict[str, Any]) -> None:
         if self.restore_teacher not in ("all", "progress", "counters", "none"):

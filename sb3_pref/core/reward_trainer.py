@@ -11,14 +11,17 @@ option on the model:
   them on (RIME's filter keeps the labels the model finds plausible and flips the very implausible ones,
   :mod:`sb3_pref.core.rime`); a filter with a ``round_done(stats)`` method is told each round's statistics;
 - ``loss_terms``: callables ``(trainer, seg_0, seg_1, labels) -> scalar`` added to each minibatch's loss (SURF's loss
-  on pseudo-labelled pairs, a regulariser).
+  on pseudo-labelled pairs, a regulariser);
+- ``augment``: an object whose ``masks(batch, horizon, device)`` returns two ``(copies, batch, horizon)`` masks; each
+  minibatch's Bradley-Terry loss is then taken on ``copies`` masked views of every pair instead of the whole pair
+  (QPA's temporal crops, :mod:`sb3_pref.core.qpa`). Held-out scoring keeps the whole pairs.
 
-With neither, training is B-Pref's (and bit for bit what the model did before it had a trainer).
+With none of them, training is B-Pref's (and bit for bit what the model did before it had a trainer).
 """
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
 
 import numpy as np
 import torch as th
@@ -47,6 +50,14 @@ LossTerm = Callable[["RewardTrainer", th.Tensor, th.Tensor, th.Tensor], th.Tenso
 LabelFilter = Callable[["RewardTrainer", Tensors], Tensors]
 
 
+class PairAugment(Protocol):
+    """Views of a minibatch's pairs that the loss is taken on (QPA's crops: :class:`sb3_pref.core.qpa.PairCrops`)."""
+
+    def masks(self, batch: int, horizon: int, device: th.device) -> tuple[th.Tensor, th.Tensor]:
+        """:return: ``(copies, batch, horizon)`` step weights of the first and the second segments' views"""
+        ...
+
+
 class RewardTrainer:
     """
     Trains a reward model's ensemble on preferences: one call of :meth:`fit` per query round, warm-started.
@@ -56,37 +67,64 @@ class RewardTrainer:
     :param loss_terms: extra loss terms added to every minibatch's Bradley-Terry loss (see the module docstring)
     :param label_filter: selects the labelled pairs each round trains on and their labels (None: all of them, as
         labelled)
+    :param augment: masked views of each minibatch's pairs that the loss is taken on (None: the whole pairs)
     """
 
     def __init__(
-        self, model: RewardModel, loss_terms: Sequence[LossTerm] = (), label_filter: Optional[LabelFilter] = None
+        self,
+        model: RewardModel,
+        loss_terms: Sequence[LossTerm] = (),
+        label_filter: Optional[LabelFilter] = None,
+        augment: Optional[PairAugment] = None,
     ) -> None:
         if not isinstance(model, RewardModel):
             raise TypeError(f"model must be a RewardModel, got a {type(model).__name__}")
         self.model = model
         self.loss_terms = list(loss_terms)
         self.label_filter = label_filter
+        self.augment = augment
 
     # ----------------------------------------------------------------- the loss
-    def member_logits(self, seg_0: th.Tensor, seg_1: th.Tensor) -> th.Tensor:
-        """:return: each member's predicted returns ``(E, B, 2)`` of ``(E, B, H, D)`` pairs (Bradley-Terry logits)"""
+    def member_logits(
+        self, seg_0: th.Tensor, seg_1: th.Tensor, masks: Optional[tuple[th.Tensor, th.Tensor]] = None
+    ) -> th.Tensor:
+        """
+        :param seg_0: ``(E, B, H, D)`` first segments
+        :param seg_1: ``(E, B, H, D)`` second segments
+        :param masks: ``(C, B, H)`` weights of each step in ``C`` views of the first and second segments (None: the
+            whole segments, ``C = 1``)
+        :return: each member's predicted returns ``(E, C * B, 2)`` (Bradley-Terry logits), view-major
+        """
         model = self.model
         n_members, batch = seg_0.shape[:2]
         both = th.cat([seg_0, seg_1], dim=1).reshape(n_members, -1, model.input_dim)
         with th.autocast(model.device.type, dtype=th.bfloat16, enabled=model.train_dtype == "bfloat16"):
             step_rewards = model.ensemble(both)
         # Returns and the loss in float32 whatever the forward pass used: a bf16 sum over H steps loses digits.
-        returns = step_rewards.float().reshape(n_members, 2, batch, -1).sum(-1)  # (E, 2, B)
+        step_rewards = step_rewards.float().reshape(n_members, 2, batch, -1)  # (E, 2, B, H)
+        if masks is None:
+            returns = step_rewards.sum(-1)  # (E, 2, B)
+        else:
+            # one forward pass serves every view: a view's return is a masked sum of the same step rewards
+            returns = th.stack(
+                [th.einsum("ebh,cbh->ecb", step_rewards[:, side], mask).reshape(n_members, -1) for side, mask in
+                 enumerate(masks)], dim=1,
+            )  # fmt: skip
         return returns.permute(0, 2, 1)
 
-    def member_losses(self, seg_0: th.Tensor, seg_1: th.Tensor, labels: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+    def member_losses(
+        self, seg_0: th.Tensor, seg_1: th.Tensor, labels: th.Tensor, masks: Optional[tuple[th.Tensor, th.Tensor]] = None
+    ) -> tuple[th.Tensor, th.Tensor]:
         """
         Bradley-Terry cross-entropy of ``(E, B, H, D)`` pairs against soft labels ``(E, B)``.
 
-        :return: each member's mean loss ``(E,)`` and whether each pair is right ``(E, B)``
+        :param masks: views of the pairs the loss is taken on (see :meth:`member_logits`); each keeps its pair's label
+        :return: each member's mean loss ``(E,)`` and whether each pair (each view) is right ``(E, C * B)``
         """
         model = self.model
-        logits = self.member_logits(seg_0, seg_1)  # (E, B, 2)
+        logits = self.member_logits(seg_0, seg_1, masks)  # (E, C * B, 2)
+        if masks is not None:
+            labels = labels.repeat(1, len(masks[0]))  # view-major, as the logits
         target_1 = labels * (1 - 2 * model.label_margin) + model.label_margin
         targets = th.stack([1 - target_1, target_1], dim=-1)
         losses = -(targets * F.log_softmax(logits, dim=-1)).sum(-1).mean(-1)
@@ -98,11 +136,12 @@ class RewardTrainer:
     def pair_loss(self, seg_0: th.Tensor, seg_1: th.Tensor, labels: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
         """:return: the members' losses summed (each member gets the full gradient scale) plus the extra terms,
         pairs right, pairs counted"""
-        losses, correct = self.member_losses(seg_0, seg_1, labels)
+        masks = None if self.augment is None else self.augment.masks(seg_0.shape[1], seg_0.shape[2], seg_0.device)
+        losses, correct = self.member_losses(seg_0, seg_1, labels, masks)
         loss = losses.sum()
         for term in self.loss_terms:
             loss = loss + term(self, seg_0, seg_1, labels)
-        return loss, correct.sum(), th.tensor(labels.numel())
+        return loss, correct.sum(), th.tensor(correct.numel())
 
     def held_out_losses(self, tensors: Tensors, index: th.Tensor) -> tuple[th.Tensor, float]:
         """
@@ -328,4 +367,4 @@ class RewardTrainer:
         }
 
 
-__all__ = ["LabelFilter", "LossTerm", "RewardTrainer"]
+__all__ = ["LabelFilter", "LossTerm", "PairAugment", "RewardTrainer"]

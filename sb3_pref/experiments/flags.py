@@ -229,6 +229,13 @@ def build_parser(description: str, raise_errors: bool = False) -> argparse.Argum
         help="QPA's policy-aligned queries: pairs from the last N episodes only, and (SAC) half of each batch from "
         "them while labels remain (0: off; QPA used 10 on DMC)",
     )
+    robust.add_argument(
+        "--qpa-crops",
+        type=non_negative_int,
+        default=0,
+        help="QPA's data augmentation: each labelled pair counted N times in the reward loss, each on random crops "
+        "of 70-90%% of its segments (0: off; QPA used 20)",
+    )
 
     teacher = parser.add_argument_group("scripted teacher (default: oracle)")
     teacher.add_argument(

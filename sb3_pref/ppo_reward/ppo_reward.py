@@ -166,6 +166,7 @@ class PPO_REWARD(PreferenceRewardMixin, ValueLossMixin, PPO):  # B-Pref's name, 
         rune_decay: float = 0.0,
         qpa_episodes: int = 0,
         surf: bool = False,
+        qpa_crops: int = 0,
         # PPO_REWARD's own: the update's value loss.
         value_loss: str = "sb3",
     ) -> None:

@@ -159,6 +159,7 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PP
         rune_decay: float = 0.0,
         qpa_episodes: int = 0,
         surf: bool = False,
+        qpa_crops: int = 0,
         reset_critic: bool = True,
         _init_setup_model: bool = True,
     ) -> None:
