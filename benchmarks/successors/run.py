@@ -24,6 +24,9 @@ Studies:
 - ``rune``: RUNE's exploration bonus (``rune_beta=0.01``, constant: its PrefPPO setting) on cartpole_swingup at the
   protocol's high budget (400k steps, 1000 labels), the exploration gap it was made for; it reports once the
   protocol's own cartpole_swingup arms have reached the same seeds.
+- ``qpa_crops``: QPA whole, its queries and its crops (``qpa_episodes=10, qpa_crops=20``: 20 cropped copies of each
+  labelled pair, crops of 70-90% of a segment), at the low budget where its queries helped; read beside the ``qpa``
+  study's ``qpa_low`` arm (the queries alone) on the same seeds.
 - ``surf``: SURF's semi-supervised reward learning (``surf=True``: its runs' tau 0.99, lambda 1, mu 4, crops of up to
   5 steps) on cartpole_balance at the protocol's low budget (250 labels), the few-label gap it was made for.
 """
@@ -75,6 +78,12 @@ STUDIES: dict[str, dict[str, Any]] = {
         seeds=range(100, 105),
         protocol_arms=("ppo", "defaults_high", "floor_high"),
         arms={"rune_high": (0, {"rune_beta": 0.01})},
+    ),
+    "qpa_crops": dict(
+        tasks=("cartpole_balance",),
+        seeds=range(100, 105),
+        protocol_arms=("ppo", "defaults_low", "floor_high"),
+        arms={"qpa_crops_low": (1, {"qpa_episodes": 10, "qpa_crops": 20})},
     ),
     "surf": dict(
         tasks=("cartpole_balance",),
