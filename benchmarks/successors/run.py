@@ -15,6 +15,8 @@ Studies:
 
 - ``rime``: B-Pref's ``mistake`` teacher (10% of the answers flipped) and RIME's own (30%), on cartpole_balance at
   the protocol's high budget (120k steps, 1000 labels), the defaults with and without ``rime=True``.
+- ``rime_pendulum``: B-Pref's ``mistake`` teacher at 10% on Pendulum-v1 at the protocol's high budget (100k steps,
+  200 labels), the defaults with and without ``rime=True``: the second task of RIME's bar.
 - ``qpa``: QPA's policy-aligned queries (``qpa_episodes=10``, its DMC setting; with ``feed_type`` unset, uniform
   draws among the last 10 episodes, as QPA) on cartpole_balance at both of the protocol's budgets (250 and 1000
   labels), beside the defaults (disagreement among every stored segment) on the same seeds.
@@ -56,6 +58,15 @@ STUDIES: dict[str, dict[str, Any]] = {
             "mistake10_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True}),
             "mistake30_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}}),
             "mistake30_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}, "rime": True}),
+        },
+    ),
+    "rime_pendulum": dict(
+        tasks=("Pendulum-v1",),
+        seeds=range(100, 105),
+        protocol_arms=("ppo", "defaults_high", "floor_high"),
+        arms={
+            "mistake10_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}}),
+            "mistake10_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True}),
         },
     ),
     "qpa": dict(
