@@ -1,6 +1,7 @@
 """Every example answers ``--help`` with its options and exits 0, without starting a run."""
 
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -21,26 +22,60 @@ BAD_PEBBLE_OVERRIDE = (sys.executable, PEBBLE, "max_feedback")
 pytestmark = pytest.mark.xdist_group("examples")
 
 
+#: Runs each Python example's command line as ``python example.py ...`` would (``__main__``, its folder first on the
+#: path, its own working folder), one after another in one interpreter: torch and SB3 are imported once, not once per
+#: example (the fixture's cost was nine interpreters importing torch). Prints each result as JSON.
+RUN_EXAMPLES = r"""
+import contextlib, io, json, os, runpy, sys, traceback
+results = []
+for path, folder, *arguments in json.loads(sys.argv[1]):
+    os.chdir(folder)
+    sys.argv = [path, *arguments]
+    sys.path.insert(0, os.path.dirname(path))
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    sys.path.pop(0)
+    results.append((code, out.getvalue(), err.getvalue()))
+print(json.dumps(results))
+"""
+
+
 @pytest.fixture(scope="module")
 def answers(tmp_path_factory) -> dict[tuple[str, ...], tuple[int, str, str, list[str]]]:
     """
-    Each example run with ``--help``, each in its own process, all at once (each spends seconds importing torch).
+    Each example run with ``--help``: the shell ones each in its own process, all at once; the Python ones in one
+    interpreter beside them (:data:`RUN_EXAMPLES`).
 
     :return: ``{command: (exit code, stdout, stderr, what the command left in its working folder)}``
     """
-    commands = [(sys.executable, path, "--help") for path in PYTHON_EXAMPLES]
-    commands += [("bash", path, "--help") for path in SHELL_EXAMPLES] + [BAD_PEBBLE_OVERRIDE]
+    python_commands = [(sys.executable, path, "--help") for path in PYTHON_EXAMPLES] + [BAD_PEBBLE_OVERRIDE]
+    shell_commands = [("bash", path, "--help") for path in SHELL_EXAMPLES]
     path = os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
-    folders = [tmp_path_factory.mktemp("cwd") for _ in commands]
-    processes = [
-        subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for command, folder in zip(commands, folders)
+    folders = {command: tmp_path_factory.mktemp("cwd") for command in python_commands + shell_commands}
+    jobs = json.dumps([[command[1], str(folders[command]), *command[2:]] for command in python_commands])
+    python = subprocess.Popen(
+        [sys.executable, "-c", RUN_EXAMPLES, jobs], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    shells = [
+        subprocess.Popen(command, cwd=folders[command], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for command in shell_commands
     ]
     results = {}
-    for command, folder, process in zip(commands, folders, processes):
+    for command, process in zip(shell_commands, shells):
         stdout, stderr = process.communicate(timeout=600)
-        results[command] = (process.returncode, stdout, stderr, os.listdir(folder))
+        results[command] = (process.returncode, stdout, stderr, os.listdir(folders[command]))
+    stdout, stderr = python.communicate(timeout=600)
+    assert python.returncode == 0, stderr[-3000:]
+    for command, (code, out, err) in zip(python_commands, json.loads(stdout.splitlines()[-1])):
+        results[command] = (code, out, err, os.listdir(folders[command]))
     return results
 
 
