@@ -112,3 +112,26 @@ def test_bad_settings_name_the_argument():
     with pytest.raises(ValueError, match="qpa_crops"):
         PPO_REWARD("MlpPolicy", env, reward_model=RewardModel(env.observation_space, env.action_space), qpa_crops=-1)
     assert build_parser("x").parse_args(["--qpa-crops", "20"]).qpa_crops == 20
+
+
+def test_the_successors_compose_on_one_trainer_and_resume_together(tmp_path):
+    """RIME's filter, SURF's loss term, QPA's queries and crops and RUNE's bonus in one run: each in its seam."""
+    env = gym.make("Pendulum-v1")
+    reward_model = RewardModel(env.observation_space, env.action_space, size_segment=10, mb_size=10, seed=0)
+    model = PPO_REWARD(
+        "MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, reward_model=reward_model, teacher="oracle",
+        max_feed=30, num_interaction=64, unsuper_step=0, unsuper_flag=0, rime=True, surf=True, qpa_episodes=2,
+        qpa_crops=4, rune_beta=0.01, seed=0, device="cpu", policy_kwargs=dict(net_arch=[16]),
+    )  # fmt: skip
+    model.learn(256)
+    learner = model.pref_learner
+    trainer = learner.trainer
+    assert trainer.label_filter is learner.label_filter is not None and trainer.loss_terms == [learner.surf]
+    assert trainer.augment is learner.pair_crops and learner.total_feed == 30
+    assert 0 < learner.label_filter.stats["rime_trusted"] <= 1 and 0 <= learner.surf.stats["surf_confident"] <= 1
+    model.save(tmp_path / "all")
+    loaded = PPO_REWARD.load(tmp_path / "all", env=env).pref_learner
+    assert loaded.pair_crops.rng.bit_generator.state == learner.pair_crops.rng.bit_generator.state
+    assert loaded.surf.rng.bit_generator.state == learner.surf.rng.bit_generator.state
+    assert loaded.label_filter.state_dict() == learner.label_filter.state_dict()
+    assert (loaded.qpa_episodes, loaded.rune_beta) == (2, 0.01)
