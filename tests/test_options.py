@@ -103,15 +103,18 @@ def test_every_option_is_stored_and_survives_save_load(tmp_path):
 MODEL_ONLY_VALUES = dict(
     teacher="oracle", num_interaction=500, feed_type=1, re_update=3, max_feed=100, size_segment=10,
     normalize_reward=True, anneal_reward_lr=True, segment_capacity=5000, rime=True,
-    rune_beta=0.01, rune_decay=1e-5, qpa_episodes=10, surf=True, qpa_crops=20,
+    rune_beta=0.01, rune_decay=1e-5, qpa_episodes=10, surf=True, qpa_crops=20, rime_warm_start=True,
 )  # fmt: skip
 
 
 def test_the_options_that_need_a_reward_model_are_the_declared_ones():
     assert set(MODEL_ONLY_VALUES) == {option.name for option in PREFERENCE_OPTIONS if option.model_only}
     for name, value in MODEL_ONLY_VALUES.items():
+        families = next(option.families for option in PREFERENCE_OPTIONS if option.name == name)
+        # each on an algorithm that takes it (an off-policy one only on SAC_REWARD)
+        algorithm, settings = (PPO_REWARD, SMALL) if ON_POLICY in families else (SAC_REWARD, dict(seed=0))
         with pytest.raises(ValueError, match=f"^{name} given without a reward model"):
-            PPO_REWARD("MlpPolicy", pendulum(), **{name: value}, **SMALL)
+            algorithm("MlpPolicy", pendulum(), **{name: value}, **settings)
 
 
 @pytest.mark.parametrize("name, value", [("unsuper_n_epochs", 5), ("kl_coef", 0.5), ("normalize_reward_samples", "reference")])

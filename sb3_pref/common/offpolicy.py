@@ -9,7 +9,8 @@ rewards live. An off-policy ``collect_rollouts`` stores each transition in a rep
 
 - during pretraining, adds the rollout's raw observations to the k-NN set and, at train time,
   rewards each sampled batch with its state entropy against the whole set (as PEBBLE does, so the
-  reward of old transitions shrinks as the set grows);
+  reward of old transitions shrinks as the set grows); with RIME's warm start (``rime_warm_start``), the reward
+  model is regressed onto that reward after each update;
 - after pretraining, writes the reward model's predictions for the new transitions into the replay
   buffer, and after every reward-model update relabels the **whole** buffer with
   :func:`relabel_replay_buffer` in bounded chunks.
@@ -21,6 +22,7 @@ actions in the policy's [-1, 1] scale: both are re-encoded on the fly, so no ext
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Union
 
 import numpy as np
+import torch as th
 from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.type_aliases import TrainFrequencyUnit
@@ -32,6 +34,7 @@ from sb3_pref.common.options import OFF_POLICY, document_options, takes_options
 from sb3_pref.common.replay_samplers import EntropyRewardSampler, EntropySource, Observation, RecentHalfSampler
 from sb3_pref.core.entropy import StateEntropyReward
 from sb3_pref.core.learner import PreferenceLearner
+from sb3_pref.core.rime import WARM_START_STEPS, warm_start_targets
 from sb3_pref.core.teachers import REPLAY_STREAM, stream_generator
 
 if TYPE_CHECKING:
@@ -51,10 +54,12 @@ class ReplayWriterHost(EntropySource, Protocol):
     policy: Any  # a SACPolicy: unscale_action, critic, critic_target
     learning_starts: int
     num_timesteps: int  # RUNE's beta_t at a relabelling
-    seed: Optional[int]  # the run's seed: the writer's own generator (QPA's hybrid replay)
+    seed: Optional[int]  # the run's seed: the writer's own generator (QPA's hybrid replay, RIME's warm start)
+    batch_size: int  # SAC's batch: the warm start regresses on batches of the same size
     reset_critic: bool
     reset_update: int
     relabel_chunk_size: int
+    rime_warm_start: bool
 
     @property
     def logger(self) -> Logger: ...
@@ -199,16 +204,54 @@ class ReplayRewardWriter:
         if pretraining and host.entropy_reward is not None:
             return gradient_steps, EntropyRewardSampler(host.replay_buffer, host)
         if not pretraining and (recent_rows := self.qpa_recent_rows()):
-            if self._rng is None:
-                self._rng = stream_generator(host.seed, REPLAY_STREAM)
             host.logger.record("reward/qpa_recent_rows", recent_rows)
-            return gradient_steps, RecentHalfSampler(host.replay_buffer, recent_rows, self._rng)
+            return gradient_steps, RecentHalfSampler(host.replay_buffer, recent_rows, self._generator())
         return gradient_steps, None
 
     def update_done(self, sampler: Optional[ReplaySampler]) -> None:
-        """:param sampler: what the update sampled (:meth:`plan_update`): logs the entropy reward it gave"""
+        """
+        :param sampler: what the update sampled (:meth:`plan_update`): logs the entropy reward it gave, and with
+            RIME's warm start regresses the reward model onto it, :data:`WARM_START_STEPS` batches per gradient step
+        """
         if isinstance(sampler, EntropyRewardSampler) and sampler.rewards:
             self.host.logger.record("reward/entropy_reward_mean", float(np.mean(sampler.rewards)))
+            if self.host.rime_warm_start:
+                self.warm_start(WARM_START_STEPS * len(sampler.rewards), self.host.batch_size)
+
+    def warm_start(self, n_steps: int, batch_size: int) -> None:
+        """
+        RIME's warm start: ``n_steps`` regression steps of the reward model, each on ``batch_size`` transitions drawn
+        from the replay buffer with the writer's own generator (SAC's draws stay as they are), onto their
+        state-entropy reward (:func:`~sb3_pref.core.rime.warm_start_targets`; the running statistics are read,
+        not updated).
+        """
+        host, learner, entropy = self.host, self.host.pref_learner, self.host.entropy_reward
+        if learner is None or entropy is None or n_steps < 1:
+            return
+        buffer = host.replay_buffer
+        upper = buffer.buffer_size if buffer.full else buffer.pos
+        rng = self._generator()
+        losses = []
+        for _ in range(n_steps):
+            rows, envs = rng.integers(upper, size=batch_size), rng.integers(buffer.n_envs, size=batch_size)
+            if isinstance(buffer.observations, dict):
+                obs: Observation = {key: value[rows, envs] for key, value in buffer.observations.items()}
+            else:
+                obs = buffer.observations[rows, envs]
+            obs_features = host._reward_features(obs)
+            targets = warm_start_targets(
+                entropy.knn_distance(obs_features), float(entropy.distance_stats.mean), entropy.distance_std
+            )
+            actions = host._reward_actions(host.policy.unscale_action(buffer.actions[rows, envs]))
+            features = th.as_tensor(np.concatenate([obs_features, actions], axis=-1), dtype=th.float32)
+            losses.append(learner.trainer.regress(features, th.as_tensor(targets)))
+        host.logger.record("reward/warm_start_loss", float(np.mean(losses)))
+
+    def _generator(self) -> np.random.Generator:
+        """The writer's draws (QPA's recent half, the warm start's batches): the replay stream of the run's seed."""
+        if self._rng is None:
+            self._rng = stream_generator(self.host.seed, REPLAY_STREAM)
+        return self._rng
 
     def qpa_recent_rows(self) -> int:
         """
@@ -251,6 +294,7 @@ class OffPolicyPreferenceMixin(PreferenceAlgorithmMixin, _OffPolicyBase):
     reset_critic: bool
     reset_update: int
     relabel_chunk_size: int
+    rime_warm_start: bool
     _reward_writer: ReplayRewardWriter
 
     @takes_options(OFF_POLICY)

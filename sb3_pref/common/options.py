@@ -244,6 +244,12 @@ PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
            doc="reset the critic (both Q-networks, their targets, the critic's optimizer) when pretraining ends "
                "(PEBBLE), then take ``reset_update`` extra gradient steps; False keeps the critic trained on the "
                "entropy reward"),
+    Option("rime_warm_start", bool, False, check=check_bool, model_only=True, families=(OFF_POLICY,),
+           doc="RIME's warm start (Cheng et al. 2024): while pretraining, every SAC gradient step is followed by 5 "
+               "steps that regress each reward-model member (MSE) onto the state-entropy reward of a replay batch, "
+               "standardised and scaled into [-1, 1], so the first labels refine a reward the critic already "
+               "learned from; RIME also keeps the critic (``reset_critic=False``). Logged as "
+               "``reward/warm_start_loss``"),
     Option("reset_update", int, 100, check=partial(check_count, minimum=0), families=(OFF_POLICY,),
            doc="extra gradient steps right after the critic reset that ends pretraining (B-Pref: 100)"),
     Option("relabel_chunk_size", int, 16384, check=partial(check_count, minimum=1), families=(OFF_POLICY,),

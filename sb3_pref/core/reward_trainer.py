@@ -154,6 +154,28 @@ class RewardTrainer:
             losses, correct = self.member_losses(seg_0[index], seg_1[index], labels[index])
         return losses, float(correct.float().mean())
 
+    def regress(self, features: th.Tensor, targets: th.Tensor) -> float:
+        """
+        One gradient step of every member towards per-step reward targets, on the same batch (mean squared error,
+        summed over members): RIME's warm start on the state-entropy reward (:func:`sb3_pref.core.rime.warm_start_targets`).
+        With ``input_norm``, a model that has not seen labels yet standardises its inputs by this first batch.
+
+        :param features: ``(N, input_dim)`` rows of ``concat(obs, action)``
+        :param targets: ``(N,)`` the rewards to regress onto
+        :return: the loss (summed over members) before the step
+        """
+        model = self.model
+        if model.input_norm and not model.ensemble.inputs_fitted:
+            model.ensemble.fit_inputs(features)
+        inputs = features.to(model.device).expand(model.ensemble_size, *features.shape)
+        with th.autocast(model.device.type, dtype=th.bfloat16, enabled=model.train_dtype == "bfloat16"):
+            predicted = model.ensemble(inputs)
+        loss = (predicted.float().reshape(model.ensemble_size, -1) - targets.to(model.device)).pow(2).mean(-1).sum()
+        model.optimizer.zero_grad()
+        loss.backward()
+        model.optimizer.step()
+        return float(loss.item())
+
     # ----------------------------------------------------------------- passes
     def dataset_tensors(self, dataset: "PreferenceDataset") -> Tensors:
         """:return: the labelled pairs as tensors on the model's device (one copy, reused by every pass)"""

@@ -20,12 +20,15 @@ Where this differs from the official code (CJReinforce/RIME_ICML2024), and why:
   passes (the round's passes are added when it ends);
 - a pair both trusted and flipped (possible while ``rho`` is near 0) is trained on once, flipped; the official code
   trains on it twice;
-- RIME's warm start of the reward model on the state-entropy reward is not part of the filter.
+- RIME's warm start of the reward model on the state-entropy reward is not part of the filter: it is
+  :func:`warm_start_targets` with :meth:`~sb3_pref.core.reward_trainer.RewardTrainer.regress`, which the off-policy
+  glue runs while pretraining (``rime_warm_start=True``).
 """
 
 import math
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch as th
 
 from sb3_pref.core.checks import check_int
@@ -35,6 +38,24 @@ if TYPE_CHECKING:
 
 #: pairs per forward pass when scoring the labels (bounds the memory of a large label set)
 SCORE_CHUNK = 1024
+#: reward-model regression steps per gradient step of the agent while pretraining (RIME's warm start)
+WARM_START_STEPS = 5
+
+
+def warm_start_targets(distances: np.ndarray, mean: float, std: float) -> np.ndarray:
+    """
+    RIME's warm-start targets: the batch's k-NN distances standardised by the running statistics of all distances,
+    then divided by their largest magnitude in the batch, so they fill the tanh output's ``[-1, 1]`` (RIME divides by
+    the largest over its recent statistics; the batch's is the same scale without another running quantity).
+
+    :param distances: ``(n,)`` k-NN distances of the batch's states
+    :param mean: running mean of the distances
+    :param std: running std of the distances
+    :return: ``(n,)`` float32 targets in ``[-1, 1]``
+    """
+    standardised = (np.asarray(distances, dtype=np.float64) - mean) / max(float(std), 1e-8)
+    scale = max(float(np.abs(standardised).max(initial=0.0)), 1e-8)
+    return (standardised / scale).astype(np.float32)
 
 
 class RIMEFilter:

@@ -161,6 +161,7 @@ class SAC_REWARD(OffPolicyPreferenceMixin, SAC):  # B-Pref-style name, beside PP
         surf: bool = False,
         qpa_crops: int = 0,
         reset_critic: bool = True,
+        rime_warm_start: bool = False,
         _init_setup_model: bool = True,
     ) -> None:
         if isinstance(policy, RewardModel):
