@@ -93,7 +93,7 @@ STUDIES: dict[str, dict[str, Any]] = {
     "qpa_crops": dict(
         tasks=("cartpole_balance",),
         seeds=range(100, 105),
-        protocol_arms=("ppo", "defaults_low", "floor_high"),
+        protocol_arms=("ppo", "defaults_high", "defaults_low", "floor_high"),
         arms={"qpa_crops_low": (1, {"qpa_episodes": 10, "qpa_crops": 20})},
     ),
     "surf": dict(
