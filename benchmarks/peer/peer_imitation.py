@@ -403,7 +403,7 @@ def table_100k(study: str) -> None:
             y = [r[key] for r in by[b] if key in r]
             if len(x) >= 3 and len(y) >= 3:
                 p = mannwhitneyu(x, y, alternative="two-sided").pvalue
-                lines.append(f"- {names[a]} against {names[b]}, {what}: Mann-Whitney two-sided p = {p:.3f} "
+                lines.append(f"- {names[a]} against {names[b]}, {what}: Mann-Whitney two-sided p = {p:.2g} "
                              f"({len(x)} and {len(y)} seeds)")  # fmt: skip
     paired = {r["seed"]: r["cpu"] for r in by["imitation"]}
     ratios = [r["cpu"] / paired[r["seed"]] for r in by["sb3_pref"] if r["seed"] in paired]
