@@ -3,11 +3,11 @@
 import gymnasium as gym
 import numpy as np
 import pytest
+import smooth_task
 import torch as th
 from torch.nn import functional as F
 
-from sb3_pref import PPO_REWARD, RewardModel, ScriptedTeacher
-from sb3_pref.core.learner import PreferenceLearner
+from sb3_pref import PPO_REWARD, RewardModel
 from sb3_pref.core.reward_trainer import RewardTrainer
 from sb3_pref.core.surf import SURFLoss
 from sb3_pref.experiments.flags import build_parser
@@ -66,20 +66,9 @@ def test_the_loss_is_the_members_own_confident_answers_cross_entropy():
 
 def learned_agreement(surf: bool, seed: int) -> float:
     """16 labels of a smooth task, 100 reward passes: the learned reward's agreement with the true one."""
-    rng = np.random.default_rng(seed)
-    weights = rng.normal(size=6)
-    learner = PreferenceLearner(
-        RewardModel(6, 1, size_segment=20, mb_size=16, seed=seed), n_envs=4, teacher=ScriptedTeacher(beta=-1, seed=seed),
-        feed_type="uniform", max_feed=16, re_update=100, target_accuracy=1.01, seed=seed, surf=surf,
-    )  # fmt: skip
-    obs = np.cumsum(rng.normal(scale=0.3, size=(2000, 4, 6)), axis=0)
-    obs = (obs - obs.mean(0) + rng.normal(size=obs.shape)).astype(np.float32)
-    dones = np.zeros((2000, 4), dtype=bool)
-    dones[199::200] = True
-    learner.add_transitions(obs, np.zeros((2000, 4, 1), np.float32), np.tanh(obs @ weights).astype(np.float32), dones)
-    stats = learner.query_round()
+    agreement, stats = smooth_task.learned_agreement(seed, surf=surf)
     assert ("surf_confident" in stats) == surf
-    return learner.oracle_agreement(4000)
+    return agreement
 
 
 def test_pseudo_labels_help_the_reward_where_labels_are_few():
