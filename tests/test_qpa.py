@@ -10,6 +10,7 @@ from stable_baselines3.common.utils import set_random_seed
 from sb3_pref import PPO_REWARD, SAC_REWARD, RewardModel, ScriptedTeacher
 from sb3_pref.common.replay_samplers import RecentHalfSampler
 from sb3_pref.core.segments import SegmentStore
+from sb3_pref.core.teachers import N_STREAMS, REPLAY_STREAM
 from sb3_pref.experiments.flags import build_parser
 
 
@@ -152,3 +153,21 @@ def test_the_option_is_checked_and_has_a_flag():
         PPO_REWARD("MlpPolicy", env, reward_model=reward_model, qpa_episodes=-1)
     args = build_parser("x").parse_args(["--qpa-episodes", "10"])
     assert args.qpa_episodes == 10
+
+
+def test_a_saved_run_draws_on_where_the_hybrid_replay_left_off(tmp_path):
+    env = gym.make("Pendulum-v1", max_episode_steps=100)
+    reward_model = RewardModel(env.observation_space, env.action_space, size_segment=20, mb_size=20, seed=0)
+    model = SAC_REWARD(
+        "MlpPolicy", env, reward_model=reward_model, teacher="oracle", max_feed=40, num_interaction=200,
+        unsuper_step=0, learning_starts=100, batch_size=32, policy_kwargs=dict(net_arch=[32, 32]), qpa_episodes=2,
+        seed=0, device="cpu",
+    )  # fmt: skip
+    model.learn(300)  # a round at 200 steps, then hybrid batches: the writer's generator has drawn
+    fresh = np.random.default_rng(np.random.SeedSequence(0).spawn(N_STREAMS)[REPLAY_STREAM])
+    assert model._reward_writer._generator().bit_generator.state != fresh.bit_generator.state
+    model.save(tmp_path / "qpa")
+    loaded = SAC_REWARD.load(tmp_path / "qpa", env=env)
+    # The next recent-half rows are the ones the uninterrupted run would draw, not the seed's first ones again.
+    expected = model._reward_writer._generator().integers(1_000_000, size=8)
+    np.testing.assert_array_equal(loaded._reward_writer._generator().integers(1_000_000, size=8), expected)

@@ -110,7 +110,8 @@ class ReplayRewardWriter:
     """
 
     #: the plain values saved in SB3's data file, by the names of the algorithm attributes that held them before
-    SAVED_NAMES = ("_pending_reset_updates",)
+    #: (the writer's generator state is new: it has no older name)
+    SAVED_NAMES = ("_pending_reset_updates", "_replay_rng_state")
 
     def __init__(self, host: ReplayWriterHost) -> None:
         self.host = host
@@ -161,10 +162,16 @@ class ReplayRewardWriter:
         self.pending_reset_updates = self.host.reset_update
 
     def saved_values(self) -> dict[str, Any]:
-        return {"_pending_reset_updates": self.pending_reset_updates}
+        # The generator's state, once it has drawn: a run saved during QPA's hybrid replay or RIME's warm start
+        # draws on after load what the uninterrupted run draws (None: not made yet, made from the seed at first use).
+        rng_state = self._rng.bit_generator.state if self._rng is not None else None
+        return dict(zip(self.SAVED_NAMES, (self.pending_reset_updates, rng_state)))
 
     def load_saved_values(self, values: dict[str, Any]) -> None:
         self.pending_reset_updates = values.get("_pending_reset_updates", self.pending_reset_updates)
+        rng_state = values.get("_replay_rng_state")
+        if rng_state is not None:  # files saved before the state was kept make it from the seed, as they did
+            self._generator().bit_generator.state = rng_state
 
     # ------------------------------------------------------------------ the replay buffer
     def _reward_version(self) -> tuple:
