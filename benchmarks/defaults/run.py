@@ -8,6 +8,7 @@ teacher and a label budget, against PPO on the true reward, the best hand-set sc
     python benchmarks/defaults/run.py --phase report_sac     # SAC_REWARD against SAC on Pendulum-v1
     python benchmarks/defaults/run.py --phase report_long    # cartpole_swingup at 400k steps
     python benchmarks/defaults/run.py --phase report_peer    # the peer's Pendulum-v1 tutorial budget
+    python benchmarks/defaults/run.py --phase report_walker_sac  # SAC_REWARD against SAC on walker_stand, 100k
     python benchmarks/defaults/table.py                 # the tables of README.md
 
 Each finished run writes ``results/<task>/<arm>/seed<N>.json`` (settings, plan, returns, evaluation curve, CPU
@@ -68,6 +69,9 @@ TASKS: dict[str, dict[str, Any]] = {
     ),
     # SAC_REWARD against SAC, SB3's SAC defaults (pebble/README.md's Pendulum-v1 budget)
     "Pendulum-v1-sac": dict(steps=20_000, labels=200, n_envs=1, sac=True, handset=None),
+    # issue 41's SAC bar: SAC_REWARD at its defaults against SB3's SAC on dm_control walker_stand, 100k steps, B-Pref's
+    # 1000 labels (pebble/README.md measured PEBBLE's hand-set schedule there: 0.65 of SAC)
+    "walker_stand-sac": dict(steps=100_000, labels=1000, n_envs=1, sac=True, handset=None),
 }  # fmt: skip
 
 #: arm -> what PPO_REWARD gets beyond the user's PPO (None: PPO on the true reward)
@@ -101,6 +105,10 @@ PHASES = {
     "report_peer": dict(seeds=range(101, 104), arms=("ppo", "defaults", "random_teacher"), tasks=("Pendulum-v1-peer",)),
     "report_sac": dict(seeds=range(101, 104), arms=("ppo", "defaults"), tasks=("Pendulum-v1-sac",)),
     "report_long": dict(seeds=range(101, 104), arms=("ppo", "defaults", "handset"), tasks=("cartpole_swingup",)),
+    # about 1,800 CPU s per run (pebble/README.md): SAC and SAC_REWARD of a seed side by side, then the floor
+    "report_walker_sac": dict(
+        seeds=range(101, 104), arms=("ppo", "defaults", "random_teacher"), tasks=("walker_stand-sac",)
+    ),
 }
 
 
@@ -111,7 +119,7 @@ def make_env(task: str, n_envs: int, seed: int) -> Any:
 
     if task.startswith("Pendulum-v1"):
         return make_vec_env("Pendulum-v1", n_envs=n_envs, seed=seed)
-    return make_vec_dmcontrol_env(task, n_envs=n_envs, seed=seed)
+    return make_vec_dmcontrol_env(task.removesuffix("-sac"), n_envs=n_envs, seed=seed)
 
 
 def evaluate(model: Any, env: Any, episodes: int) -> float:
