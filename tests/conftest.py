@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+import tempfile
 from importlib import metadata
 
 import pytest
@@ -11,6 +12,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # tests themselves run: torch's default of one thread per core made each child fight the other worker for the cores.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
+# SB3 makes a new tempdir/SB3-<date> folder for the logger of every learn() call that names none (thousands over a
+# suite, all empty: the stdout logger writes no file). One fixed folder instead, for this process and its children.
+os.environ.setdefault("SB3_LOGDIR", os.path.join(tempfile.gettempdir(), "sb3_pref-tests-sb3-logs"))
 
 
 @pytest.fixture(autouse=True, scope="session")
