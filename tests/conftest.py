@@ -43,7 +43,6 @@ SLOW_FIRST = (
     "tests/test_learning_guard.py",
     "tests/test_ad.py::test_ad_improves_in_context",
     "tests/test_experiments.py::test_local_and_ray_backends",
-    "tests/test_zoo.py::test_sac_reward_trains",
     "tests/test_experiments.py::test_grid_skips_finished_runs",
     "tests/test_experiments_pebble.py::test_pebble_grid_spends_its_budget",
     "tests/test_experiments.py::test_progress_lines",
@@ -53,7 +52,6 @@ SLOW_FIRST = (
     "tests/test_ad.py::test_ad_in_the_grid_runner",
     "tests/test_rl2.py::test_short_run_beats_random",
     "tests/test_experiments.py::test_a_gymnasium_task_runs_in_a_grid",
-    "tests/test_zoo.py::test_train_from_yaml_then_enjoy",
 )
 
 

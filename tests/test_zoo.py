@@ -1,8 +1,11 @@
 """RL Zoo: ``ppo_reward`` trained from YAML and replayed with ``enjoy`` through our entry points, and the shipped YAML."""
 
+import contextlib
 import inspect
+import io
 import json
 import os
+import runpy
 import subprocess
 import sys
 
@@ -14,7 +17,6 @@ pytest.importorskip("rl_zoo3", reason="pip install -e '.[zoo]'")
 from sb3_pref import PPO_REWARD, RewardModel  # noqa: E402
 from sb3_pref.zoo import HYPERPARAMS_FILE, convert_ppo_reward_params, register, with_default_config  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Zoo-only keys of a hyperparameter entry (read by the Zoo's ExperimentManager, not passed to the algorithm).
 ZOO_KEYS = {"n_timesteps", "n_envs", "normalize", "env_wrapper", "frame_stack", "callback", "vec_env_wrapper", "policy"}
 # Small enough for seconds: 2 envs x 128 steps per rollout; 256 steps of pretraining, then a query round every 256.
@@ -42,8 +44,24 @@ PENDULUM = {
 
 
 def _zoo(module: str, *args: str, cwd) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    """
+    ``python -m module args...`` run as ``-m`` runs it (``__main__``, its ``sys.argv``, in ``cwd``), in this process:
+    what is tested is our entry points and the Zoo's flags, not a process boundary, and a fresh interpreter cost ~7 s
+    of importing torch, SB3 and the Zoo per call. Its stdout and stderr are returned as a process's would be.
+    """
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    argv, folder = sys.argv, os.getcwd()
+    os.chdir(cwd)
+    sys.argv = [module, *args]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+    finally:
+        sys.argv = argv
+        os.chdir(folder)
+    return subprocess.CompletedProcess([module, *args], code, out.getvalue(), err.getvalue())
 
 
 def test_train_from_yaml_then_enjoy_on_pendulum(tmp_path):
