@@ -51,7 +51,6 @@ SLOW_FIRST = (
     "tests/test_examples.py::test_python_example_answers_help",
     "tests/test_ad.py::test_ad_in_the_grid_runner",
     "tests/test_rl2.py::test_short_run_beats_random",
-    "tests/test_experiments.py::test_a_gymnasium_task_runs_in_a_grid",
 )
 
 
