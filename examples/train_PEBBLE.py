@@ -58,9 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> SAC_REWARD:
+def main(argv: Optional[Sequence[str]] = None, eval_episodes: int = 10) -> SAC_REWARD:
     """
     :param argv: ``key=value`` overrides (default: ``sys.argv[1:]``)
+    :param eval_episodes: episodes of the closing deterministic evaluation (the command line's: 10)
     :return: the trained model
     """
     parser = build_parser()
@@ -95,9 +96,9 @@ def main(argv: Optional[Sequence[str]] = None) -> SAC_REWARD:
     env.close()
     # The true return of the deterministic policy on a fresh env (not logged into the training monitor).
     eval_env = make_benchmark_vec_env(config["env"], n_envs=1, seed=config["seed"] + 10_000)
-    mean, std = evaluate_policy(model, eval_env, n_eval_episodes=10, deterministic=True)
+    mean, std = evaluate_policy(model, eval_env, n_eval_episodes=eval_episodes, deterministic=True)
     eval_env.close()
-    print(f"saved to {run_dir}; deterministic true return over 10 episodes: {mean:.1f} +- {std:.1f}")
+    print(f"saved to {run_dir}; deterministic true return over {eval_episodes} episodes: {mean:.1f} +- {std:.1f}")
     return model
 
 

@@ -302,7 +302,8 @@ def test_train_pebble_example_takes_bpref_flags(tmp_path, monkeypatch):
         "teacher_eps_equal=0 num_seed_steps=100 agent.params.batch_size=32 diag_gaussian_actor.params.hidden_dim=32 "
         "double_q_critic.params.hidden_dim=32"
     )
-    model = example.main(flags.split())
+    # one episode of the closing evaluation, not the command line's 10: 9000 walker steps this test asserts nothing of
+    model = example.main(flags.split(), eval_episodes=1)
     assert model.pref_learner.counters()["total_feed"] == 20 and model.learning_rate == 5e-4
     assert model.policy.actor.latent_pi[0].out_features == 32  # diag_gaussian_actor.params.hidden_dim reached SB3
     run_dir = tmp_path / "runs" / "PEBBLE" / "walker_walk" / "seed7"
