@@ -114,14 +114,19 @@ def test_hybrid_replay_draws_half_of_each_batch_from_the_newest_rows():
         RecentHalfSampler(buffer, 0, np.random.default_rng(0))
 
 
-def test_sac_reward_uses_the_hybrid_replay_while_labels_remain(monkeypatch):
+def qpa_sac_model() -> SAC_REWARD:
+    """SAC_REWARD with QPA on 100-step Pendulum episodes: rounds of 20 labels every 200 steps, the last 2 episodes."""
     env = gym.make("Pendulum-v1", max_episode_steps=100)
     reward_model = RewardModel(env.observation_space, env.action_space, size_segment=20, mb_size=20, seed=0)
-    model = SAC_REWARD(
+    return SAC_REWARD(
         "MlpPolicy", env, reward_model=reward_model, teacher="oracle", max_feed=40, num_interaction=200,
         unsuper_step=0, learning_starts=100, batch_size=32, policy_kwargs=dict(net_arch=[32, 32]), qpa_episodes=2,
         seed=0, device="cpu",
     )  # fmt: skip
+
+
+def test_sac_reward_uses_the_hybrid_replay_while_labels_remain(monkeypatch):
+    model = qpa_sac_model()
     updates: list[tuple[int, int]] = []  # (labels left, newest rows of the hybrid half or 0) per SAC update
     sample = RecentHalfSampler.sample
     train = model.train
@@ -156,18 +161,12 @@ def test_the_option_is_checked_and_has_a_flag():
 
 
 def test_a_saved_run_draws_on_where_the_hybrid_replay_left_off(tmp_path):
-    env = gym.make("Pendulum-v1", max_episode_steps=100)
-    reward_model = RewardModel(env.observation_space, env.action_space, size_segment=20, mb_size=20, seed=0)
-    model = SAC_REWARD(
-        "MlpPolicy", env, reward_model=reward_model, teacher="oracle", max_feed=40, num_interaction=200,
-        unsuper_step=0, learning_starts=100, batch_size=32, policy_kwargs=dict(net_arch=[32, 32]), qpa_episodes=2,
-        seed=0, device="cpu",
-    )  # fmt: skip
+    model = qpa_sac_model()
     model.learn(300)  # a round at 200 steps, then hybrid batches: the writer's generator has drawn
     fresh = np.random.default_rng(np.random.SeedSequence(0).spawn(N_STREAMS)[REPLAY_STREAM])
     assert model._reward_writer._generator().bit_generator.state != fresh.bit_generator.state
     model.save(tmp_path / "qpa")
-    loaded = SAC_REWARD.load(tmp_path / "qpa", env=env)
+    loaded = SAC_REWARD.load(tmp_path / "qpa", env=model.get_env())
     # The next recent-half rows are the ones the uninterrupted run would draw, not the seed's first ones again.
     expected = model._reward_writer._generator().integers(1_000_000, size=8)
     np.testing.assert_array_equal(loaded._reward_writer._generator().integers(1_000_000, size=8), expected)
