@@ -18,7 +18,6 @@ study's heavy imports (torch, dm_control) are paid by that study alone.
 import argparse
 import importlib
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional, Union
