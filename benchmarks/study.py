@@ -17,6 +17,7 @@ study's heavy imports (torch, dm_control) are paid by that study alone.
 
 import argparse
 import importlib
+import inspect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -130,10 +131,11 @@ class Probe:
     environ: tuple[tuple[str, str], ...] = ()
 
     def parser(self) -> argparse.ArgumentParser:
-        """The probe's parser; its description is the probe's docstring."""
+        """The probe's parser; its description is the probe's help and its docstring's text."""
+        text = inspect.cleandoc(self.run.__doc__ or "").split("\n:param")[0].strip()
         parser = argparse.ArgumentParser(
             prog=f"python -m benchmarks {self.study} {self.name}",
-            description=self.run.__doc__ or self.help,
+            description=f"{self.help}\n\n{text}" if text else self.help,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         for option in self.options:

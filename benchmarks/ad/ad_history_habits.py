@@ -4,13 +4,14 @@ and searched worse than a random walk (benchmarks/ad/README.md, fifth run). This
 history (the search that a first-success view shows), how often a step leaves the agent in its cell (a wall bump or
 the no-op) and how often the next action repeats the last one within an episode (a uniform random walk: 0.20).
 
-    python benchmarks/ad/ad_history_habits.py runs/ad_dqn_first_success/histories.npz runs/ad_q_first_success/histories.npz
+    python -m benchmarks ad history-habits runs/ad_dqn_first_success/histories.npz runs/ad_q_first_success/histories.npz
 """
 
 import argparse
 
 import numpy as np
 
+from benchmarks.study import Option, probe
 from sb3_pref.ad import Histories
 
 
@@ -30,17 +31,20 @@ def habits(path: str, episodes: int = 20) -> tuple[float, float]:
     return float(np.mean(stay)), float(np.mean(repeat))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("paths", nargs="+", help="histories.npz files")
-    parser.add_argument("--episodes", type=int, default=20)
-    args = parser.parse_args()
+@probe(
+    "history-habits",
+    "how often a history's first episodes stay in their cell or repeat the last action",
+    Option("paths", "histories.npz files", nargs="+"),
+    Option("--episodes", "first episodes of each history to read", type=int, default=20),
+)
+def history_habits(args: argparse.Namespace) -> None:
+    """
+    One row per histories file: the share of steps that stay in their cell, and that repeat the last action.
+
+    :param args: the options
+    """
     print(f"| histories | steps that stay in their cell, first {args.episodes} episodes | next action = last action |")
     print("|---|---|---|")
     for path in args.paths:
         stay, repeat = habits(path, args.episodes)
         print(f"| {path} | {stay:.2f} | {repeat:.2f} |")
-
-
-if __name__ == "__main__":
-    main()

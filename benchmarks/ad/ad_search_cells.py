@@ -3,7 +3,7 @@ Where AD searches before it first finds its goal on DarkRoom's held-out goals: o
 first time before its first success, the shares that are training goals, held-out goals and neither, and how many
 there are in all, beside a random walk on the same trials (benchmarks/ad/README.md, the seed's room, third run).
 
-    python benchmarks/ad/ad_search_cells.py runs/ad_a2c_room_150k/model.zip
+    python -m benchmarks ad search-cells runs/ad_a2c_room_150k/model.zip
 """
 
 import argparse
@@ -13,6 +13,7 @@ import numpy as np
 import torch as th
 from stable_baselines3.common.env_util import make_vec_env
 
+from benchmarks.study import Option, probe
 from sb3_pref.ad import AD
 from sb3_pref.envs.darkroom import AD_TEST_GOALS, darkroom_trials, split_goals
 from sb3_pref.rl2.evaluation import RandomAgent
@@ -29,8 +30,12 @@ def search_cells(agent: Any, rounds: int, seed: int = 1) -> tuple[dict[str, floa
     train, test = split_goals(0, size=ROOM["size"], n_test=AD_TEST_GOALS)
     kinds = {tuple(int(v) for v in goal): "training goal" for goal in train}
     kinds.update({tuple(int(v) for v in goal): "held-out goal" for goal in test})
-    env = make_vec_env(darkroom_trials, n_envs=AD_TEST_GOALS, seed=seed, env_kwargs=dict(
-        split="test", split_seed=0, n_test=AD_TEST_GOALS, episodes_per_trial=20, **ROOM))
+    env = make_vec_env(
+        darkroom_trials,
+        n_envs=AD_TEST_GOALS,
+        seed=seed,
+        env_kwargs=dict(split="test", split_seed=0, n_test=AD_TEST_GOALS, episodes_per_trial=20, **ROOM),
+    )
     counts = {"training goal": 0, "held-out goal": 0, "neither": 0}
     for _ in range(rounds):
         obs, states = env.reset(), None
@@ -52,19 +57,24 @@ def search_cells(agent: Any, rounds: int, seed: int = 1) -> tuple[dict[str, floa
     return {kind: count / total for kind, count in counts.items()}, total
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model")
-    parser.add_argument("--rounds", type=int, default=1, help="trials per held-out goal")
-    args = parser.parse_args()
+@probe(
+    "search-cells",
+    "the cells AD first steps on before its first success on held-out goals, beside a random walk",
+    Option("model", "an AD model.zip"),
+    Option("--rounds", "trials per held-out goal", type=int, default=1),
+)
+def search_cells_probe(args: argparse.Namespace) -> None:
+    """
+    AD's and a random walk's first-visited cells before the first success, by kind.
+
+    :param args: the options
+    """
     th.set_num_threads(1)
     model = AD.load(args.model, device="cpu")
     action_space = make_vec_env(darkroom_trials, n_envs=1, env_kwargs=dict(split="test", n_test=AD_TEST_GOALS, **ROOM))
     for name, agent in (("AD", model), ("random", RandomAgent(action_space.action_space, seed=0))):
         shares, total = search_cells(agent, args.rounds)
-        print(f"{name:>6}: {total} cells first visited before the first success; "
-              + ", ".join(f"{kind} {share:.1%}" for kind, share in shares.items()))
-
-
-if __name__ == "__main__":
-    main()
+        print(
+            f"{name:>6}: {total} cells first visited before the first success; "
+            + ", ".join(f"{kind} {share:.1%}" for kind, share in shares.items())
+        )

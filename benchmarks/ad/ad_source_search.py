@@ -16,7 +16,7 @@ over their first episodes, for A2C as recorded for AD and for two SB3 ways to ma
 - ``qlearning``: the library's tabular Q-learner (optimistic, one update per step), the source that reached 0.83;
 - ``random``: uniform actions.
 
-    OMP_NUM_THREADS=1 python benchmarks/ad/ad_source_search.py --goals 20 --steps 4000
+    OMP_NUM_THREADS=1 python -m benchmarks ad source-search --goals 20 --steps 4000
 """
 
 import argparse
@@ -28,6 +28,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
+from benchmarks.study import Option, probe
 from sb3_pref.ad import HistoryRecorder, RecordHistoryCallback, record_learner
 from sb3_pref.ad.learners import make_a2c_learner
 from sb3_pref.envs.darkroom import AD_TEST_GOALS, DarkRoom, Goal, split_goals
@@ -106,13 +107,15 @@ def random_walk(goal: Goal, steps: int, seed: int) -> np.ndarray:
 
 
 SOURCES: dict[str, Callable[[Goal, int, int], np.ndarray]] = {
-    "a2c": lambda goal, steps, seed: record_learner(goal, "a2c", steps, seed, env_kwargs=ROOM,
-                                                    learner_kwargs=dict(learning_rate=1e-3)).episode_returns()[0],
+    "a2c": lambda goal, steps, seed: record_learner(
+        goal, "a2c", steps, seed, env_kwargs=ROOM, learner_kwargs=dict(learning_rate=1e-3)
+    ).episode_returns()[0],
     "a2c_count_bonus": a2c_count_bonus,
     "dqn_cells": dqn_cells,
     "dqn_cells_replay": dqn_cells_replay,
-    "qlearning": lambda goal, steps, seed: record_learner(goal, "qlearning", steps, seed,
-                                                          env_kwargs=ROOM).episode_returns()[0],
+    "qlearning": lambda goal, steps, seed: record_learner(goal, "qlearning", steps, seed, env_kwargs=ROOM).episode_returns()[
+        0
+    ],
     "random": random_walk,
 }
 
@@ -122,17 +125,29 @@ def search_row(returns: list[np.ndarray], seconds: float, horizon: Optional[int]
     n = horizon or min(len(r) for r in returns)
     success = np.array([r[:n] > 0 for r in returns])
     first = np.where(success.any(axis=1), success.argmax(axis=1) + 1, n + 1)
-    return {"found by ep 20": float((first <= 20).mean()), "median first find": float(np.median(first)),
-            "success ep 1-20": float(success[:, :20].mean()), "ep 21-50": float(success[:, 20:50].mean()),
-            "ep 51-200": float(success[:, 50:200].mean()), "s per learner": seconds / len(returns)}
+    return {
+        "found by ep 20": float((first <= 20).mean()),
+        "median first find": float(np.median(first)),
+        "success ep 1-20": float(success[:, :20].mean()),
+        "ep 21-50": float(success[:, 20:50].mean()),
+        "ep 51-200": float(success[:, 50:200].mean()),
+        "s per learner": seconds / len(returns),
+    }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--goals", type=int, default=12, help="training goals, one learner each")
-    parser.add_argument("--steps", type=int, default=4000, help="env steps per learner (at least 200 episodes)")
-    parser.add_argument("--sources", nargs="+", default=list(SOURCES), choices=list(SOURCES))
-    args = parser.parse_args()
+@probe(
+    "source-search",
+    "how fast source learners find a DarkRoom goal they have never seen",
+    Option("--goals", "training goals, one learner each", type=int, default=12),
+    Option("--steps", "env steps per learner (at least 200 episodes)", type=int, default=4000),
+    Option("--sources", "the sources to measure", nargs="+", default=list(SOURCES), choices=list(SOURCES)),
+)
+def source_search(args: argparse.Namespace) -> None:
+    """
+    One row per source: when its learners first find their goal, and how often they find it afterwards.
+
+    :param args: the options
+    """
     goals = split_goals(0, n_test=AD_TEST_GOALS)[0][: args.goals]
     print(f"{args.goals} training goals of the seed's room, one learner each, {args.steps} steps")
     print(f"| source | {' | '.join(search_row([np.ones(200)], 1.0))} |")
@@ -143,7 +158,3 @@ def main() -> None:
         row = search_row(returns, time.perf_counter() - start)
         cells = [f"{v:.0f}" if k == "median first find" else f"{v:.2f}" for k, v in row.items()]
         print(f"| {name} | {' | '.join(cells)} |", flush=True)
-
-
-if __name__ == "__main__":
-    main()

@@ -4,7 +4,7 @@ Cost of AD's two token layouts side by side, in one process at one torch thread:
 windows, as an evaluation of many envs makes), at the context lengths of the ``noisy_room_20`` and ``a2c_room``
 presets (2 layers, embedding 64, 4 heads, feed-forward 256, ALiBi).
 
-    python benchmarks/ad/ad_token_layout.py
+    python -m benchmarks ad token-layout
 """
 
 import argparse
@@ -16,6 +16,7 @@ from typing import Callable
 import torch as th
 import torch.nn.functional as F
 
+from benchmarks.study import probe, shared
 from sb3_pref.ad.model import TOKEN_LAYOUTS, ADConfig, ADTransformer
 
 
@@ -39,14 +40,30 @@ def seconds(step: Callable[[], None], repeats: int) -> float:
 def windows(n: int, seq_len: int, generator: th.Generator) -> tuple[th.Tensor, ...]:
     """Random observations, actions, rewards and time steps of ``n`` windows (the cost does not depend on them)."""
     shape = (n, seq_len)
-    return (th.rand(*shape, 2, generator=generator), th.randint(5, shape, generator=generator),
-            th.randint(2, shape, generator=generator), th.randint(20, shape, generator=generator))
+    return (
+        th.rand(*shape, 2, generator=generator),
+        th.randint(5, shape, generator=generator),
+        th.randint(2, shape, generator=generator),
+        th.randint(20, shape, generator=generator),
+    )
 
 
 def measure(layout: str, seq_len: int, batch: int, repeats: int) -> tuple[float, float]:
     """:return: seconds per training update and per evaluation forward pass of 23 left-padded windows"""
-    config = ADConfig(obs_dim=2, n_actions=5, max_timestep=20, seq_len=seq_len, embed_dim=64, n_layers=2, n_heads=4,
-                      ff_dim=256, attention_dropout=0.0, residual_dropout=0.0, recency_bias=True, token_layout=layout)
+    config = ADConfig(
+        obs_dim=2,
+        n_actions=5,
+        max_timestep=20,
+        seq_len=seq_len,
+        embed_dim=64,
+        n_layers=2,
+        n_heads=4,
+        ff_dim=256,
+        attention_dropout=0.0,
+        residual_dropout=0.0,
+        recency_bias=True,
+        token_layout=layout,
+    )
     th.manual_seed(0)
     generator = th.Generator().manual_seed(0)
     model = ADTransformer(config)
@@ -70,10 +87,13 @@ def measure(layout: str, seq_len: int, batch: int, repeats: int) -> tuple[float,
     return per_update, seconds(predict, repeats)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+@probe("token-layout", "seconds per update and per predict of AD's two token layouts", shared("repeats", default=5))
+def token_layout(args: argparse.Namespace) -> None:
+    """
+    Both layouts at the contexts of the ``noisy_room_20`` and ``a2c_room`` presets, one thread.
+
+    :param args: the options
+    """
     th.set_num_threads(1)
     print(f"CPU: {cpu_name()} ({os.cpu_count()} cores, shared), torch {th.__version__}, 1 thread\n")
     print("| context (transitions) | batch | layout | s / update | s / predict (23 envs) | update ratio | predict ratio |")
@@ -83,7 +103,3 @@ def main() -> None:
         base = times["triplet"]
         for layout, (u, p) in times.items():
             print(f"| {seq_len} | {batch} | {layout} | {u:.3f} | {p:.3f} | {base[0] / u:.1f}x | {base[1] / p:.1f}x |")
-
-
-if __name__ == "__main__":
-    main()

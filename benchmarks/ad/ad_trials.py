@@ -2,13 +2,15 @@
 What AD's held-out trials show, from ``adaptation.csv`` (``examples/train_AD.py``): how it searches before its first
 success and how often it goes back once it has found the goal (benchmarks/ad/README.md, the seed's room).
 
-    python benchmarks/ad/ad_trials.py runs/ad_a2c_room_150k/adaptation.csv [more.csv ...] [--agent AD]
+    python -m benchmarks ad trials runs/ad_a2c_room_150k/adaptation.csv [more.csv ...] [--agent AD]
 """
 
 import argparse
 
 import numpy as np
 import pandas as pd
+
+from benchmarks.study import Option, probe
 
 
 def trial_summary(path: str, agent: str) -> dict[str, float]:
@@ -33,18 +35,21 @@ def trial_summary(path: str, agent: str) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("paths", nargs="+")
-    parser.add_argument("--agent", default="AD")
-    args = parser.parse_args()
+@probe(
+    "trials",
+    "how AD searches before its first success on held-out trials, and how often it goes back once it found the goal",
+    Option("paths", "adaptation.csv files", nargs="+"),
+    Option("--agent", "the agent whose rows are read", default="AD"),
+)
+def trials(args: argparse.Namespace) -> None:
+    """
+    One row per ``adaptation.csv``: success at episodes 1-20, after the first success, while searching.
+
+    :param args: the options
+    """
     rows = {path: trial_summary(path, args.agent) for path in args.paths}
     columns = list(next(iter(rows.values())))
     print("| run | " + " | ".join(columns) + " |")
     print("|---" * (len(columns) + 1) + "|")
     for path, row in rows.items():
         print(f"| {path} | " + " | ".join(f"{row[c]:.0f}" if c == "trials" else f"{row[c]:.2f}" for c in columns) + " |")
-
-
-if __name__ == "__main__":
-    main()
