@@ -87,6 +87,12 @@ class Option:
 SHARED: dict[str, Option] = {
     "seed": Option("--seed", "the run's seed", type=int, default=0),
     "seeds": Option("--seeds", "seeds, one run each", type=int, nargs="+"),
+    "seed_group": Option(
+        "--seeds",
+        "which seeds: dev (0-4, where the choices were made) or report (100 and up, what the write-up reports)",
+        choices=("report", "dev"),
+        default="report",
+    ),
     "workers": Option("--workers", "runs at once, one process each", type=int, default=2),
     "output_dir": Option("--output-dir", "folder for the run's files"),
     "output": Option("--output", "Markdown file for the table (printed either way)"),

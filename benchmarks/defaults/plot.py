@@ -1,7 +1,7 @@
 """
 The defaults study's learning curves (the deterministic evaluations every 10% of each run), one panel per task:
 
-    python benchmarks/defaults/plot.py [--seeds report|dev]   # docs/images/defaults_<seeds>.png and curves_<seeds>.png
+    python -m benchmarks defaults plot [--seeds report|dev]   # docs/images/defaults_<seeds>.png and curves_<seeds>.png
 """
 
 import argparse
@@ -12,8 +12,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
-from table import load
 
+from benchmarks.defaults.table import load
+from benchmarks.study import probe, shared
 from sb3_pref.core.feedback_plan import FeedbackPlan
 
 IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
@@ -26,10 +27,13 @@ LABELS = {
 COLOURS = {"ppo": "black", "defaults": "tab:blue", "handset": "tab:orange", "random_teacher": "tab:red"}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seeds", choices=["report", "dev"], default="report")
-    args = parser.parse_args()
+@probe("plot", "the learning curves, one panel per task (docs/images/defaults_<seeds>.png)", shared("seed_group"))
+def plot(args: argparse.Namespace) -> None:
+    """
+    Every seed's deterministic evaluations as a thin line, their mean as a thick one, and where the defaults ask labels.
+
+    :param args: the options
+    """
     runs = load(args.seeds)
     tasks = [task for task in ("cartpole_balance", "Pendulum-v1", "Pendulum-v1-peer", "cartpole_swingup") if task in runs]
     figure, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4), squeeze=False)
@@ -60,7 +64,3 @@ def main() -> None:
     for path in (IMAGES / f"defaults_{args.seeds}.png", Path(__file__).resolve().parent / f"curves_{args.seeds}.png"):
         figure.savefig(path, dpi=110)
         print(path)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """
 The defaults study's tables (benchmarks/defaults/README.md), read from the committed run files.
 
-    python benchmarks/defaults/table.py [--seeds dev|report]
+    python -m benchmarks defaults table [--seeds dev|report]
 """
 
 import argparse
@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 from scipy.stats import trim_mean
+
+from benchmarks.study import probe, shared
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # Uniform-random policy returns, for normalising Pendulum's negative returns
@@ -29,10 +31,17 @@ def load(seeds: str) -> dict:
     return runs
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seeds", choices=["dev", "report", "seed100"], default="report")
-    args = parser.parse_args()
+@probe(
+    "table",
+    "the tables of README.md, from the committed run files",
+    shared("seed_group", choices=("dev", "report", "seed100"), help="which seeds: dev (0-4), report (101 and up) or seed100"),
+)
+def table(args: argparse.Namespace) -> None:
+    """
+    One table per task: each arm's start and final return seed by seed, their summaries, and CPU against PPO.
+
+    :param args: the options
+    """
     runs = load(args.seeds)
     for task, arms in runs.items():
         seeds = sorted({seed for arm in arms.values() for seed in arm})
@@ -45,9 +54,7 @@ def main() -> None:
         ppo_cpu = np.mean([r["cpu_seconds"] for r in ppo.values()]) if ppo else None
         low = RANDOM["Pendulum-v1"] if task.startswith("Pendulum-v1") else 0.0
         for arm, by_seed in sorted(arms.items()):
-            cells = [
-                f"{by_seed[s]['start']:.0f} → **{by_seed[s]['final']:.1f}**" if s in by_seed else "" for s in seeds
-            ]
+            cells = [f"{by_seed[s]['start']:.0f} → **{by_seed[s]['final']:.1f}**" if s in by_seed else "" for s in seeds]
             final = np.mean([r["final"] for r in by_seed.values()])
             iqm = trim_mean([r["final"] for r in by_seed.values()], 0.25)
             above = sum(r["final"] > r["start"] for r in by_seed.values())
@@ -58,7 +65,3 @@ def main() -> None:
             cpu_ratio = f"{cpu / ppo_cpu:.2f}" if ppo_cpu else ""
             summary = f"{final:.1f} | {iqm:.1f} | {ratio} | {above} of {len(by_seed)} | {auc:.1f} | {cpu:.0f} | {cpu_ratio}"
             print(f"| {arm} (n={len(by_seed)}) | " + " | ".join(cells) + f" | {summary} |")
-
-
-if __name__ == "__main__":
-    main()
