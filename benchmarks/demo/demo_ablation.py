@@ -2,9 +2,9 @@
 The README demo's settings (``examples/quickstart.py``) with one option changed at a time, against PPO on
 the true reward at the same settings: where PPO_REWARD's learning delay comes from, and what removes it.
 
-    python benchmarks/demo/demo_ablation.py --variant ppo --seed 0
-    python benchmarks/demo/demo_ablation.py --variant base --seed 0 --set feed_type=uniform
-    python benchmarks/demo/demo_ablation.py --table
+    python -m benchmarks demo ablation --variant ppo --seed 0
+    python -m benchmarks demo ablation --variant base --seed 0 --set feed_type=uniform
+    python -m benchmarks demo table
 
 Each run writes ``results/demo_ablation/<variant>_<seed>.json``: the deterministic evaluation return before
 and after, the training curve (mean true return of the episodes finished in each rollout), per-rollout
@@ -32,6 +32,7 @@ from stable_baselines3.common.vec_env import VecEnv
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
 import quickstart
 
+from benchmarks.study import Option, probe, shared
 from sb3_pref import RewardModel
 from sb3_pref.envs import make_vec_dmcontrol_env
 
@@ -105,8 +106,10 @@ def run(
         before=before, after=after, after_std=after_std, cpu=cpu, wall=wall, curve=recorder.rows,
     )  # fmt: skip
     # What the run was, in full: the demo's settings at the time plus the overrides.
-    result["settings"] = repr({**quickstart.PPO_SETTINGS, **options}) if variant.startswith("ppo") else repr(
-        {"ppo_reward": {**quickstart.PPO_SETTINGS, **options}, "reward_model": reward_options}
+    result["settings"] = (
+        repr({**quickstart.PPO_SETTINGS, **options})
+        if variant.startswith("ppo")
+        else repr({"ppo_reward": {**quickstart.PPO_SETTINGS, **options}, "reward_model": reward_options})
     )
     if not variant.startswith("ppo"):
         result["feed"] = model.pref_learner.total_feed
@@ -166,24 +169,51 @@ def plot(env_id: str, variants: list[str], path: str) -> None:
     fig.savefig(path, dpi=100)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--variant", default="base", help="run name (ppo...: PPO on the true reward)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--env", default="cartpole_balance")
-    parser.add_argument("--total-timesteps", type=int, default=120_000)
-    parser.add_argument("--set", action="append", default=[], help="PPO_REWARD option as key=value (repeatable)")
-    parser.add_argument("--rm", action="append", default=[], help="RewardModel option as key=value (repeatable)")
-    parser.add_argument("--eval-every", type=int, default=0, help="also evaluate deterministically every this many steps")
-    parser.add_argument("--plot", nargs="+", help="plot these variants' evaluation curves to results/demo_ablation/")
-    parser.add_argument("--table", action="store_true", help="print the table of the committed results and exit")
-    args = parser.parse_args()
-    if args.table:
-        print(table(args.env))
-        return
-    if args.plot:
-        plot(args.env, args.plot, os.path.join(RESULTS, f"curves_{args.env}.png"))
-        return
+ENV = shared("env", default="cartpole_balance")
+
+
+@probe("table", "the table of the committed results", ENV)
+def print_table(args: argparse.Namespace) -> None:
+    """
+    Each variant's return before and after training, mean over its seeds, against PPO on the true reward.
+
+    :param args: the options
+    """
+    print(table(args.env))
+
+
+@probe(
+    "plot",
+    "these variants' evaluation curves, to results/demo_ablation/curves_<env>.png",
+    ENV,
+    Option("variants", "variant names", nargs="+"),
+)
+def plot_curves(args: argparse.Namespace) -> None:
+    """
+    The mean over seeds of each variant's deterministic evaluations (runs made with ``--eval-every``).
+
+    :param args: the options
+    """
+    plot(args.env, args.variants, os.path.join(RESULTS, f"curves_{args.env}.png"))
+
+
+@probe(
+    "ablation",
+    "one run of the demo's settings with options changed, to results/demo_ablation/<variant>_<seed>.json",
+    Option("--variant", "run name (ppo...: PPO on the true reward)", default="base"),
+    shared("seed"),
+    ENV,
+    shared("total_timesteps", default=120_000),
+    Option("--set", "PPO_REWARD option as key=value (repeatable)", action="append", default=[]),
+    Option("--rm", "RewardModel option as key=value (repeatable)", action="append", default=[]),
+    Option("--eval-every", "also evaluate deterministically every this many steps", type=int, default=0),
+)
+def ablation(args: argparse.Namespace) -> None:
+    """
+    Train one variant on one seed; values of ``--set`` and ``--rm`` are read as Python literals.
+
+    :param args: the options
+    """
     options: dict[str, Any] = {}
     reward_options: dict[str, Any] = {}
     for item in args.set + [f"rm:{item}" for item in args.rm]:
@@ -203,7 +233,3 @@ def main() -> None:
     with open(os.path.join(RESULTS, f"{args.variant}{suffix}_{args.seed}.json"), "w") as file:
         json.dump(result, file, indent=1)
     print(f"{args.variant} seed {args.seed}: {result['before']:.1f} -> {result['after']:.1f} in {result['cpu']:.0f} CPU s")
-
-
-if __name__ == "__main__":
-    main()
