@@ -9,24 +9,15 @@ presets (2 layers, embedding 64, 4 heads, feed-forward 256, ALiBi).
 
 import argparse
 import os
-import platform
 import time
 from typing import Callable
 
 import torch as th
 import torch.nn.functional as F
 
+from benchmarks.machine import cpu_name
 from benchmarks.study import probe, shared
 from sb3_pref.ad.model import TOKEN_LAYOUTS, ADConfig, ADTransformer
-
-
-def cpu_name() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` where there is one)."""
-    try:
-        with open("/proc/cpuinfo") as handle:
-            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def seconds(step: Callable[[], None], repeats: int) -> float:

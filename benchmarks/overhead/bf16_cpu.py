@@ -4,19 +4,20 @@ CPUs that report AMX or AVX512-BF16; this script measures the choice on the mach
 assuming it: the same training passes in float32 and in bfloat16, interleaved (the order flips every
 repeat, so drifting load hits both alike), for the default network and for B-Pref's.
 
-    python benchmarks/overhead/bf16_cpu.py --output benchmarks/overhead/bf16_cpu.md          # about a minute at one thread
+    python -m benchmarks overhead bf16 --output benchmarks/overhead/bf16_cpu.md          # about a minute at one thread
 """
 
 import argparse
 import datetime
 import os
-import platform
 import statistics
 import time
 
 import numpy as np
 import torch as th
 
+from benchmarks.machine import cpu_name
+from benchmarks.study import Option, probe, shared
 from sb3_pref.core.preferences import PreferenceDataset
 from sb3_pref.core.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS, RewardModel
 from sb3_pref.core.reward_trainer import RewardTrainer
@@ -35,33 +36,32 @@ def segments(rng: np.random.Generator, n: int, horizon: int, obs_dim: int, act_d
     weights = np.random.default_rng(123).normal(size=obs_dim + act_dim).astype(np.float32)
     features = rng.normal(size=(n, horizon, obs_dim + act_dim)).astype(np.float32)
     return SegmentBatch(
-        obs=features[..., :obs_dim], actions=features[..., obs_dim:], rewards=np.tanh(features @ weights),
-        env_index=np.zeros(n, dtype=np.int64), start=np.zeros(n, dtype=np.int64),
+        obs=features[..., :obs_dim],
+        actions=features[..., obs_dim:],
+        rewards=np.tanh(features @ weights),
+        env_index=np.zeros(n, dtype=np.int64),
+        start=np.zeros(n, dtype=np.int64),
     )
 
 
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as file:
-            for line in file:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+@probe(
+    "bf16",
+    "reward-model training in float32 against bfloat16 on this CPU, for the default network and B-Pref's",
+    Option("--pairs", "labelled pairs (B-Pref's walker budget)", type=int, default=1000),
+    Option("--segment", type=int, default=50),
+    Option("--obs-dim", "walker's observation width", type=int, default=24),
+    Option("--act-dim", type=int, default=6),
+    Option("--epochs", "passes over the pairs per timing", type=int, default=2),
+    shared("repeats", default=5),
+    shared("threads"),
+    shared("output", help="also write the table to this Markdown file"),
+)
+def bf16(args: argparse.Namespace) -> None:
+    """
+    The same training passes in both dtypes, interleaved; milliseconds per gradient step and their ratio.
 
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pairs", type=int, default=1000, help="labelled pairs (B-Pref's walker budget)")
-    parser.add_argument("--segment", type=int, default=50)
-    parser.add_argument("--obs-dim", type=int, default=24, help="walker's observation width")
-    parser.add_argument("--act-dim", type=int, default=6)
-    parser.add_argument("--epochs", type=int, default=2, help="passes over the pairs per timing")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--output", default=None, help="also write the table to this Markdown file")
-    args = parser.parse_args()
+    :param args: the options
+    """
     th.set_num_threads(args.threads)
 
     rng = np.random.default_rng(0)
@@ -72,8 +72,9 @@ def main() -> None:
     rows = []
     for name, kwargs in NETWORKS.items():
         models = {
-            dtype: RewardModel(args.obs_dim, args.act_dim, size_segment=args.segment, train_dtype=dtype, device="cpu",
-                               seed=0, **kwargs)
+            dtype: RewardModel(
+                args.obs_dim, args.act_dim, size_segment=args.segment, train_dtype=dtype, device="cpu", seed=0, **kwargs
+            )
             for dtype in ("float32", "bfloat16")
         }
         times: dict[str, list[float]] = {dtype: [] for dtype in models}
@@ -83,8 +84,9 @@ def main() -> None:
             for dtype in order:
                 start = time.perf_counter()
                 # a target accuracy above 1 never stops early: every timing runs the same passes
-                stats = RewardTrainer(models[dtype]).fit(dataset, np.random.default_rng(repeat), max_epochs=args.epochs,
-                                            schedule="bpref", target_accuracy=2.0)
+                stats = RewardTrainer(models[dtype]).fit(
+                    dataset, np.random.default_rng(repeat), max_epochs=args.epochs, schedule="bpref", target_accuracy=2.0
+                )
                 if repeat:
                     times[dtype].append((time.perf_counter() - start) / stats["steps"])
                 steps = int(stats["steps"])
@@ -95,7 +97,7 @@ def main() -> None:
     auto = resolve_train_dtype("auto", th.device("cpu"))
     lines = [
         f"Measured {datetime.date.today()} with `benchmarks/overhead/bf16_cpu.py` on {cpu_name()} ({os.cpu_count()} CPUs, "
-        f"bf16 flags: {flags}; torch {th.__version__}, {args.threads} thread(s)); `train_dtype=\"auto\"` picks "
+        f'bf16 flags: {flags}; torch {th.__version__}, {args.threads} thread(s)); `train_dtype="auto"` picks '
         f"**{auto}** here.",
         "",
         f"{args.pairs} labelled pairs of {args.segment}-step segments (observation {args.obs_dim}, action {args.act_dim}), "
@@ -112,7 +114,3 @@ def main() -> None:
     if args.output:
         with open(args.output, "w") as handle:
             handle.write("# bfloat16 against float32 for reward-model training on a CPU\n\n" + text + "\n")
-
-
-if __name__ == "__main__":
-    main()

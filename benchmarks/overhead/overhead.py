@@ -13,8 +13,8 @@ A per-phase breakdown is measured by wrapping library methods from the outside (
 rollouts (env + policy), transition recording, the k-NN entropy reward, query rounds (selection,
 teacher, reward-model training), relabelling, and the PPO update.
 
-    nice -n 10 python benchmarks/overhead/overhead.py                   # ~10-15 min on one core
-    python benchmarks/overhead/overhead.py --total-timesteps 16000 --repeats 1 --output /tmp/quick.md
+    nice -n 10 python -m benchmarks overhead overhead                   # ~10-15 min on one core
+    python -m benchmarks overhead overhead --total-timesteps 16000 --repeats 1 --output /tmp/quick.md
 """
 
 import argparse
@@ -35,6 +35,7 @@ from stable_baselines3.common.utils import LinearSchedule
 from stable_baselines3.common.vec_env import VecNormalize
 
 import sb3_pref
+from benchmarks.study import Option, UsageError, probe, shared
 from sb3_pref import PPO_REWARD, PreferenceLearner, RewardModel
 from sb3_pref.common import rollout_writer
 from sb3_pref.common.controller import PHASE_PRETRAIN
@@ -170,8 +171,13 @@ def build(algo: str, args: argparse.Namespace) -> OnPolicyAlgorithm:
     elif args.pref_defaults:
         # What a user gets: only the round sizes and budget of the comparison are set, the reward
         # model's network, schedule, dtype, device, query selection and pretraining epochs are the defaults.
-        reward_model = RewardModel(env.observation_space, env.action_space, size_segment=args.segment, mb_size=args.re_batch,
-                                   train_dtype=args.re_train_dtype or "auto")
+        reward_model = RewardModel(
+            env.observation_space,
+            env.action_space,
+            size_segment=args.segment,
+            mb_size=args.re_batch,
+            train_dtype=args.re_train_dtype or "auto",
+        )
         model = PPO_REWARD(
             reward_model,
             "MlpPolicy",
@@ -445,63 +451,83 @@ def amortisation(args: argparse.Namespace, runs: list[dict[str, dict[str, Any]]]
     ]
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
-    parser.add_argument("--env", default="walker_walk")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n-envs", type=int, default=16)
-    parser.add_argument("--n-steps", type=int, default=500)
-    parser.add_argument("--total-timesteps", type=int, default=96_000)
-    parser.add_argument("--lr", type=float, default=5e-5)
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--n-epochs", type=int, default=10)
-    parser.add_argument("--gae-lambda", type=float, default=0.92)
-    parser.add_argument("--clip-init", type=float, default=0.4)
-    parser.add_argument("--num-layer", type=int, default=3)
-    parser.add_argument("--hidden-dim", type=int, default=256)
-    parser.add_argument("--segment", type=int, default=50)
-    parser.add_argument("--unsuper-step", type=int, default=8000, help="one rollout of pretraining")
-    parser.add_argument(
+#: the settings of a timed run, which side_by_side.py and return_gap.py take too
+OPTIONS: tuple[Option, ...] = (
+    shared("env", default="walker_walk"),
+    shared("seed"),
+    Option("--n-envs", type=int, default=16),
+    Option("--n-steps", type=int, default=500),
+    shared("total_timesteps", default=96_000),
+    Option("--lr", type=float, default=5e-5),
+    Option("--batch-size", type=int, default=128),
+    Option("--n-epochs", type=int, default=10),
+    Option("--gae-lambda", type=float, default=0.92),
+    Option("--clip-init", type=float, default=0.4),
+    Option("--num-layer", type=int, default=3),
+    Option("--hidden-dim", type=int, default=256),
+    Option("--segment", type=int, default=50),
+    Option("--unsuper-step", "one rollout of pretraining", type=int, default=8000),
+    Option(
         "--unsuper-n-epochs",
-        type=int,
-        default=None,
-        help="B-Pref uses 50; equal to --n-epochs by default so the ratio measures the implementation, "
+        "B-Pref uses 50; equal to --n-epochs by default so the ratio measures the implementation, "
         "not B-Pref's choice to train harder on one early rollout",
-    )
-    parser.add_argument("--num-interaction", type=int, default=16000)
-    parser.add_argument("--max-feed", type=int, default=600)
-    parser.add_argument("--re-batch", type=int, default=100)
-    parser.add_argument("--re-update", type=int, default=100)
-    parser.add_argument(
-        "--re-train-dtype", choices=["auto", "float32", "bfloat16"], default=None,
-        help="reward-model training (default: float32, B-Pref's; with --pref-defaults the library's default, auto)",
-    )
-    parser.add_argument("--reward-schedule", choices=["auto", "bpref"], default="bpref", help="reward-model schedule")
-    parser.add_argument("--re-hidden-dim", type=int, default=256, help="reward-model width (3 layers; B-Pref: 256)")
-    parser.add_argument(
+        type=int,
+    ),
+    Option("--num-interaction", type=int, default=16000),
+    Option("--max-feed", type=int, default=600),
+    Option("--re-batch", type=int, default=100),
+    Option("--re-update", type=int, default=100),
+    Option(
+        "--re-train-dtype",
+        "reward-model training (default: float32, B-Pref's; with --pref-defaults the library's default, auto)",
+        choices=["auto", "float32", "bfloat16"],
+    ),
+    Option("--reward-schedule", "reward-model schedule", choices=["auto", "bpref"], default="bpref"),
+    Option("--re-hidden-dim", "reward-model width (3 layers; B-Pref: 256)", type=int, default=256),
+    Option(
         "--ppo-style",
+        "bpref: clip annealed to 0 and gSDE; sb3: SB3's constant clip range, no gSDE",
         choices=["bpref", "sb3"],
         default="bpref",
-        help="bpref: clip annealed to 0 and gSDE; sb3: SB3's constant clip range, no gSDE",
-    )
-    parser.add_argument(
+    ),
+    Option(
         "--pref-defaults",
-        action="store_true",
-        help="PPO_REWARD and RewardModel defaults for everything but segment, round size and interval, budget and "
+        "PPO_REWARD and RewardModel defaults for everything but segment, round size and interval, budget and "
         "pretraining steps (ignores --re-*, --reward-schedule, --unsuper-n-epochs)",
-    )
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--target", type=float, default=1.15)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads, the same for both algorithms")
-    parser.add_argument("--output", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "overhead.md"))
-    args = parser.parse_args()
+        action="store_true",
+    ),
+    shared("repeats"),
+    Option("--target", type=float, default=1.15),
+    shared("threads", help="torch threads, the same for both algorithms"),
+    shared("output", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "overhead.md")),
+)
+
+
+def check(args: argparse.Namespace) -> argparse.Namespace:
+    """
+    Complete and check parsed :data:`OPTIONS`.
+
+    :param args: the parsed options; ``unsuper_n_epochs`` is set to ``n_epochs`` when not given
+    :return: ``args``
+    """
     if args.unsuper_n_epochs is None:
         args.unsuper_n_epochs = args.n_epochs
     if args.repeats < 1 or args.total_timesteps < args.n_envs * args.n_steps:
-        parser.error("need --repeats >= 1 and --total-timesteps of at least one rollout (n_envs x n_steps)")
+        raise UsageError("need --repeats >= 1 and --total-timesteps of at least one rollout (n_envs x n_steps)")
     return args
+
+
+def settings(argv: list[str]) -> argparse.Namespace:
+    """
+    The settings of a timed run from its command line, as another probe runs one.
+
+    :param argv: flags of :data:`OPTIONS`
+    :return: the checked settings
+    """
+    parser = argparse.ArgumentParser()
+    for option in OPTIONS:
+        option.add_to(parser)
+    return check(parser.parse_args(argv))
 
 
 def reward_model_dtype(requested: str) -> str:
@@ -510,8 +536,14 @@ def reward_model_dtype(requested: str) -> str:
     return f"auto, which picks {chosen} on this CPU" if requested == "auto" else chosen
 
 
-def main() -> None:
-    args = parse_args()
+@probe("overhead", "wall clock and CPU of PPO_REWARD against PPO in one process, phase by phase", *OPTIONS)
+def compare(args: argparse.Namespace) -> None:
+    """
+    The two alternate, ``--repeats`` times; the table with its per-phase breakdown goes to ``--output``.
+
+    :param args: the options
+    """
+    check(args)
     # The same thread pool for both algorithms, so the ratio compares algorithms, not pools.
     th.set_num_threads(args.threads)
     instrument_library()
@@ -536,7 +568,3 @@ def main() -> None:
     with open(args.output, "w") as file:
         file.write(report)
     print(f"written to {args.output}")
-
-
-if __name__ == "__main__":
-    main()

@@ -13,7 +13,8 @@ Variants:
 - ``fp32`` / ``bf16``: the same as ``base`` with the reward model's training pinned to float32 / bfloat16 (``base``
   is ``train_dtype="auto"``, which picks bfloat16 on CPUs with AMX or AVX512-BF16 and float32 elsewhere).
 
-Each run writes ``results/return_gap/<variant>_<seed>.json``; ``--table`` prints the Markdown table of all
+``python -m benchmarks overhead return-gap --variant V --seed S`` writes ``results/return_gap/<variant>_<seed>.json``;
+``--table`` prints the Markdown table of all
 of them. Returns: the mean of the last 100 training episodes (``overhead.py``'s figure, which covers about
 the last 100k of the 176k steps with 32 envs) and of the last 32 (the final 32k steps).
 """
@@ -24,12 +25,13 @@ import glob
 import json
 import os
 import statistics
-import sys
 import time
 from typing import Any
 
-import overhead
 import torch as th
+
+from benchmarks.overhead import overhead
+from benchmarks.study import Option, UsageError, probe, shared
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "return_gap")
 VARIANTS = ("ppo", "base", "nopre", "norm", "bprefrm", "dis", "fp32", "bf16")
@@ -44,8 +46,7 @@ SETTINGS = [
 
 def run(variant: str, seed: int) -> dict[str, Any]:
     """Train one variant on one seed; :return: CPU seconds and the two return figures"""
-    sys.argv = ["overhead.py", *SETTINGS, "--seed", str(seed)]
-    args = overhead.parse_args()
+    args = overhead.settings([*SETTINGS, "--seed", str(seed)])
     if variant == "bprefrm":
         overhead.RewardModel = functools.partial(overhead.RewardModel, hidden_dim=256, n_layers=3, lr=3e-4)
     if variant in ("fp32", "bf16"):
@@ -99,24 +100,27 @@ def table() -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--variant", choices=VARIANTS)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--table", action="store_true", help="print the table of the results so far")
-    args = parser.parse_args()
+@probe(
+    "return-gap",
+    "one variant of PPO_REWARD on one seed at the SB3-style walker_stand settings, to results/return_gap/",
+    Option("--variant", "the one change from base", choices=VARIANTS),
+    shared("seed"),
+    Option("--table", "print the table of the results so far", action="store_true"),
+)
+def return_gap(args: argparse.Namespace) -> None:
+    """
+    Train one variant, or print the table of all runs so far.
+
+    :param args: the options
+    """
     if args.table:
         print(table())
         return
     if args.variant is None:
-        parser.error("give --variant (or --table)")
+        raise UsageError("give --variant (or --table)")
     th.set_num_threads(1)
     result = run(args.variant, args.seed)
     os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, f"{args.variant}_{args.seed}.json"), "w") as file:
         json.dump(result, file, indent=1)
     print(json.dumps(result))
-
-
-if __name__ == "__main__":
-    main()

@@ -9,7 +9,7 @@ rollout (``reward/pred_true_corr``), and the true return at the end.
 The settings and the per-phase timers are those of ``overhead.py`` (its flags are accepted here);
 this script adds the variants and the quality columns::
 
-    python benchmarks/overhead/side_by_side.py --env walker_stand --n-envs 8 --batch-size 256 \\
+    python -m benchmarks overhead side-by-side --env walker_stand --n-envs 8 --batch-size 256 \\
         --total-timesteps 112000 --output benchmarks/side_by_side_sb3.md
 
 CPU time is the fairer figure on a shared machine: wall clock counts the time a process waited
@@ -23,16 +23,15 @@ import multiprocessing
 import os
 import platform
 import statistics
-import sys
 import time
 from typing import Any
 
 import numpy as np
 import torch as th
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import overhead  # the sibling script: settings, builder and phase timers
-
+from benchmarks import machine
+from benchmarks.overhead import overhead  # the sibling probe: settings, builder and phase timers
+from benchmarks.study import Option, UsageError, probe
 from sb3_pref.common.onpolicy import PreferenceRewardMixin
 
 VARIANTS = {"PPO": None, "PPO_REWARD auto": "auto", "PPO_REWARD bpref": "bpref"}
@@ -141,19 +140,27 @@ def markdown(args: argparse.Namespace, results: dict[str, dict[str, Any]], conte
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    own = argparse.ArgumentParser(add_help=False)
-    own.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from " + ", ".join(VARIANTS))
-    known, rest = own.parse_known_args()
-    variants = known.variants.split(",")
+@probe(
+    "side-by-side",
+    "PPO_REWARD's two reward-model schedules against PPO, one process per variant, with reward quality",
+    Option("--variants", "comma-separated, from " + ", ".join(VARIANTS), default=",".join(VARIANTS)),
+    *overhead.OPTIONS,
+)
+def side_by_side(args: argparse.Namespace) -> None:
+    """
+    The variants run at once, each pinned to a core; the table goes to ``--output`` (``side_by_side.md`` beside
+    ``overhead.md`` unless given).
+
+    :param args: the options (``overhead``'s and ``--variants``)
+    """
+    variants = args.variants.split(",")
     if "PPO" not in variants or not set(variants) <= set(VARIANTS):
-        own.error(f"--variants must include PPO and name only {list(VARIANTS)}")
-    sys.argv = [sys.argv[0], *rest]  # the rest are overhead.py's flags
-    args = overhead.parse_args()
+        raise UsageError(f"--variants must include PPO and name only {list(VARIANTS)}")
+    overhead.check(args)
     if args.output.endswith("overhead.md"):
         args.output = os.path.join(os.path.dirname(args.output), "side_by_side.md")
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
-    cpu_name = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    cpu_name = machine.cpu_name()
     context = {
         "date": datetime.date.today().isoformat(),
         "cpu": cpu_name,
@@ -168,7 +175,3 @@ def main() -> None:
     print(report)
     with open(args.output, "w") as file:
         file.write(report)
-
-
-if __name__ == "__main__":
-    main()

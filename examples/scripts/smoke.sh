@@ -66,9 +66,9 @@ DRY_RUN=1 "$HERE/run_metaworld.sh" 1 >/dev/null
 step "migrate_from_ppo.py"
 "$PYTHON" "$EXAMPLES_DIR/migrate_from_ppo.py" --timesteps 12288
 
-step "benchmarks/overhead/overhead.py"
-"$PYTHON" "$REPO_DIR/benchmarks/overhead/overhead.py" --n-envs 2 --n-steps 250 --total-timesteps 2000 --num-layer 1 --hidden-dim 32 \
+step "python -m benchmarks overhead overhead"
+(cd "$REPO_DIR" && "$PYTHON" -m benchmarks overhead overhead --n-envs 2 --n-steps 250 --total-timesteps 2000 --num-layer 1 --hidden-dim 32 \
     --unsuper-step 500 --num-interaction 500 --max-feed 20 --re-batch 10 --re-update 5 --segment 25 --repeats 1 \
-    --output "$OUT/overhead.md" | grep -E "ratio" | head -3
+    --output "$OUT/overhead.md") | grep -E "ratio" | head -3
 
 echo "smoke test passed" >&2
