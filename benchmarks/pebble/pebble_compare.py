@@ -1,11 +1,11 @@
 """
 PEBBLE (SAC_REWARD) against SAC on the true reward and PrefPPO, at the same env steps and feedback,
 plus the time to relabel a replay buffer of a given size. Writes one JSON line per finished run,
-so a partial run still leaves its results; ``--table`` prints the Markdown table of a results file.
+so a partial run still leaves its results; the ``compare-table`` probe prints the Markdown table of a results file.
 
-    MUJOCO_GL=osmesa PYTHONPATH=. nice -n 10 python benchmarks/pebble/pebble_compare.py \
+    MUJOCO_GL=osmesa nice -n 10 python -m benchmarks pebble compare \
         --tasks walker_walk cheetah_run --steps 4000 --seeds 1 --out benchmarks/results/pebble_small.jsonl
-    python benchmarks/pebble/pebble_compare.py --table benchmarks/results/pebble_small.jsonl
+    python -m benchmarks pebble compare-table benchmarks/results/pebble_small.jsonl
 
 The scale (steps, labels, network sizes) is a command-line choice; benchmarks/pebble/README.md states the one used.
 """
@@ -23,6 +23,7 @@ from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import VecEnv
 
+from benchmarks.study import Option, probe, shared
 from sb3_pref import PPO_REWARD, SAC_REWARD, RewardModel
 from sb3_pref.common.offpolicy import relabel_replay_buffer
 from sb3_pref.core.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS
@@ -164,32 +165,49 @@ def figure(path: str, out: str) -> None:
     fig.savefig(out, dpi=110)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", nargs="+", default=["walker_walk", "cheetah_run"])
-    parser.add_argument("--methods", nargs="+", default=["pebble", "sac_true", "prefppo"])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[1])
-    parser.add_argument("--steps", type=int, default=4000)
-    parser.add_argument("--feedback", type=int, default=100)
-    parser.add_argument("--mb-size", type=int, default=10)
-    parser.add_argument("--seed-steps", type=int, default=500)
-    parser.add_argument("--unsuper-step", type=int, default=1000)
-    parser.add_argument("--num-interaction", type=int, default=500)
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--lr", type=float, default=5e-4)
-    parser.add_argument("--eval-episodes", type=int, default=2)
-    parser.add_argument("--relabel", type=int, default=0, help="also time relabelling a buffer of this many transitions")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", default="benchmarks/pebble/results/pebble.jsonl")
-    parser.add_argument("--table", metavar="RESULTS", help="print the table of a results file and exit")
-    parser.add_argument("--figure", metavar="PNG", help="with --table: also draw the training curves into PNG")
-    args = parser.parse_args()
-    if args.table:
-        print(table(args.table))
-        if args.figure:
-            figure(args.table, args.figure)
-        return
+@probe(
+    "compare-table",
+    "the Markdown table of a results file of compare, and optionally its training curves",
+    Option("results", "a JSON-lines file that compare wrote"),
+    Option("--figure", "also draw the training curves into PNG", metavar="PNG"),
+)
+def compare_table(args: argparse.Namespace) -> None:
+    """
+    Print the table; with ``--figure``, draw the curves too.
+
+    :param args: the options
+    """
+    print(table(args.results))
+    if args.figure:
+        figure(args.results, args.figure)
+
+
+@probe(
+    "compare",
+    "PEBBLE against SAC on the true reward and PrefPPO at the same steps and feedback, one JSON line per run",
+    Option("--tasks", nargs="+", default=["walker_walk", "cheetah_run"]),
+    Option("--methods", nargs="+", default=["pebble", "sac_true", "prefppo"]),
+    shared("seeds", default=[1]),
+    Option("--steps", type=int, default=4000),
+    Option("--feedback", type=int, default=100),
+    Option("--mb-size", type=int, default=10),
+    Option("--seed-steps", type=int, default=500),
+    Option("--unsuper-step", type=int, default=1000),
+    Option("--num-interaction", type=int, default=500),
+    Option("--hidden", type=int, default=256),
+    Option("--batch-size", type=int, default=256),
+    Option("--lr", type=float, default=5e-4),
+    Option("--eval-episodes", type=int, default=2),
+    Option("--relabel", "also time relabelling a buffer of this many transitions", type=int, default=0),
+    shared("threads"),
+    Option("--out", "the JSON-lines results file (appended to)", default="benchmarks/pebble/results/pebble.jsonl"),
+)
+def compare(args: argparse.Namespace) -> None:
+    """
+    Every method on every task and seed, one after another; then the table of the whole results file.
+
+    :param args: the options
+    """
     th.set_num_threads(args.threads)  # one thread: several processes share few cores
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
 
@@ -205,7 +223,3 @@ def main() -> None:
             for method in args.methods:
                 write(run_one(method, task, seed, args.steps, args.feedback, args))
     print(table(args.out))
-
-
-if __name__ == "__main__":
-    main()

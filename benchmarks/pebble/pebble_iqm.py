@@ -6,33 +6,33 @@ random policy's return on the task (``(x - random) / (SAC - random)``), which Pe
 negative, so B-Pref's plain ratio to SAC has no meaning there); B-Pref's ratio ``x / SAC`` is printed beside it
 for the dm_control tasks, where a random policy's return is small.
 
-    MUJOCO_GL=osmesa python benchmarks/pebble/pebble_iqm.py benchmarks/pebble/results/pebble_quality
+    MUJOCO_GL=osmesa python -m benchmarks pebble iqm benchmarks/pebble/results/pebble_quality
 
 The random policy's return is ``benchmarks/quality_grid/quality.py``'s: uniform actions for 10 episodes, measured once
 per task and kept in ``benchmarks/quality_grid/results/quality/random_returns.json``.
 """
 
 import argparse
-import os
-import sys
 from collections import defaultdict
 
 import numpy as np
 
-# benchmarks/quality_grid/quality.py: the random policy's return, measured once per task and kept in its results
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "quality_grid"))
-from quality import random_return
-
+# the quality grid's random policy's return, measured once per task and kept in its results
+from benchmarks.quality_grid.quality import random_return
+from benchmarks.study import Option, probe
 from sb3_pref.experiments.results import EVAL_KEY, load_runs
 from sb3_pref.experiments.stats import bootstrap_ci, iqm, stratified_bootstrap_ci
 
 ORDER = ("sac", "pebble", "ppo", "prefppo")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir")
-    args = parser.parse_args()
+@probe("iqm", "the issue's table of a pebble_quality.yaml grid: scores over SAC's, per task and over tasks", Option("run_dir"))
+def iqm_table(args: argparse.Namespace) -> None:
+    """
+    Each method's closing evaluations normalised by SAC's from a random policy's return; IQM and mean over tasks.
+
+    :param args: the options
+    """
 
     scores: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))  # algo -> task -> by seed
     for run in load_runs(args.run_dir):
@@ -64,7 +64,3 @@ def main() -> None:
     print("\nraw eval_return per seed:")
     for algo in [a for a in ORDER if a in scores]:
         print(f"  {algo}: " + "; ".join(f"{task} {np.round(scores[algo][task], 1).tolist()}" for task in tasks))
-
-
-if __name__ == "__main__":
-    main()

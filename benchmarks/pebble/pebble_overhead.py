@@ -16,17 +16,15 @@ the replay buffer, and the recorder (per-step copies, predictions for new transi
 states to the k-NN set with its neighbour lists). SAC's own work
 (env, policy, gradient steps) is the rest.
 
-    python benchmarks/pebble/pebble_overhead.py                                  # Pendulum-v1, 30k steps, 2 repeats
-    python benchmarks/pebble/pebble_overhead.py --env walker_stand --total-timesteps 50000 --repeats 1
+    python -m benchmarks pebble overhead                                  # Pendulum-v1, 30k steps, 2 repeats
+    python -m benchmarks pebble overhead --env walker_stand --total-timesteps 50000 --repeats 1
 """
 
 import argparse
 import datetime
 import functools
-import os
 import platform
 import statistics
-import sys
 import time
 from collections import defaultdict
 from typing import Any, Callable
@@ -36,16 +34,14 @@ import torch as th
 from stable_baselines3 import SAC
 
 import sb3_pref
+from benchmarks.machine import cpu_name
+from benchmarks.study import Option, probe, shared
 from sb3_pref import SAC_REWARD, RewardModel
 from sb3_pref.common.offpolicy import ReplayRewardWriter
 from sb3_pref.common.rollout import RolloutRecorder
 from sb3_pref.core.entropy import StateEntropyReward
 from sb3_pref.core.learner import PreferenceLearner
 from sb3_pref.envs import make_benchmark_vec_env
-
-# the CPU naming of the overhead study (benchmarks/overhead/bf16_cpu.py)
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "overhead"))
-from bf16_cpu import cpu_name
 
 PHASES = {
     "entropy (search)": (StateEntropyReward, "score"),
@@ -122,15 +118,23 @@ def run_once(method: str, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env", default="Pendulum-v1")
-    parser.add_argument("--total-timesteps", type=int, default=30_000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--bpref", action="store_true", help="B-Pref's reward model (3 x 256) instead of the library's")
-    parser.add_argument("--output", default=None, help="markdown file for the table (printed either way)")
-    args = parser.parse_args()
+@probe(
+    "overhead",
+    "CPU of SAC_REWARD (PEBBLE) against SAC over a whole run, phase by phase",
+    shared("env", default="Pendulum-v1"),
+    shared("total_timesteps", default=30_000),
+    shared("seed"),
+    shared("repeats", default=2),
+    Option("--bpref", "B-Pref's reward model (3 x 256) instead of the library's", action="store_true"),
+    shared("output"),
+    environ={"MUJOCO_GL": "osmesa"},
+)
+def overhead(args: argparse.Namespace) -> None:
+    """
+    The two alternate, ``--repeats`` times, at one torch thread; the table says where PEBBLE's extra CPU goes.
+
+    :param args: the options
+    """
     th.set_num_threads(1)
 
     results: dict[str, list[dict[str, Any]]] = {"sac": [], "pebble": []}
@@ -150,7 +154,7 @@ def main() -> None:
         f"- Machine: {platform.processor() or platform.machine()} (`lscpu`: {cpu_name()}), one torch thread; "
         f"{datetime.date.today()}; sb3_pref {sb3_pref.__version__}, SB3 {stable_baselines3.__version__}, "
         f"torch {th.__version__}.",
-        f"- Command: `python benchmarks/pebble/pebble_overhead.py --env {args.env} --total-timesteps {args.total_timesteps} "
+        f"- Command: `python -m benchmarks pebble overhead --env {args.env} --total-timesteps {args.total_timesteps} "
         f"--repeats {args.repeats}{' --bpref' if args.bpref else ''}`",
         f"- Reward model: {'B-Pref (3 x 256)' if args.bpref else 'the library default (2 x 64)'}, 3 members; "
         "every other setting at its default (SAC's and SAC_REWARD's).",
@@ -179,8 +183,3 @@ def main() -> None:
 
 def _mean(results: list[dict[str, Any]], key: str) -> str:
     return f"{statistics.mean(r[key] for r in results):.1f}"
-
-
-if __name__ == "__main__":
-    os.environ.setdefault("MUJOCO_GL", "osmesa")
-    main()

@@ -6,7 +6,7 @@ compares each run's predicted reward (the ensemble mean, features as the run saw
 state: its mean per band of true reward, and the rank correlation among upright states. It also says how many of the
 run's labelled steps came from the top of the true reward.
 
-    MUJOCO_GL=osmesa python benchmarks/pebble/pebble_reward_ranking.py --sac runs/pebble_quality/sac/walker_stand/seed0 \
+    MUJOCO_GL=osmesa python -m benchmarks pebble reward-ranking --sac runs/pebble_quality/sac/walker_stand/seed0 \
         runs/pebble_quality/pebble/walker_stand/oracle/1000x100/seed* runs/pebble_walker_early/pebble/.../seed*
 """
 
@@ -18,6 +18,7 @@ from scipy.stats import spearmanr
 from stable_baselines3 import SAC
 from stable_baselines3.common.base_class import BaseAlgorithm
 
+from benchmarks.study import Option, probe, shared
 from sb3_pref import SAC_REWARD, RewardModel
 from sb3_pref.envs import make_dmcontrol_env
 
@@ -46,25 +47,41 @@ def rollout(env_name: str, policy: "BaseAlgorithm | None", episodes: int, seed: 
     return np.array(observations), np.array(actions), np.array(rewards)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+", help="PEBBLE run folders (model.zip, reward_model.pt, preferences.npz)")
-    parser.add_argument("--sac", required=True, help="a SAC run folder on the true reward (model.zip)")
-    parser.add_argument("--env", default="walker_stand")
-    parser.add_argument("--episodes", type=int, default=2, help="episodes per policy")
-    args = parser.parse_args()
+@probe(
+    "reward-ranking",
+    "whether PEBBLE runs' learned rewards rank the states of SAC's, a random and their own policies like the true one",
+    Option("runs", "PEBBLE run folders (model.zip, reward_model.pt, preferences.npz)", nargs="+"),
+    Option("--sac", "a SAC run folder on the true reward (model.zip)", required=True),
+    shared("env", default="walker_stand"),
+    Option("--episodes", "episodes per policy", type=int, default=2),
+)
+def reward_ranking(args: argparse.Namespace) -> None:
+    """
+    One row per PEBBLE run: its labelled steps from the top of the true reward, its predicted reward per band of true
+    reward, and the rank correlation among upright states.
 
-    states = [rollout(args.env, SAC.load(os.path.join(args.sac, "model.zip"), device="cpu"), args.episodes, 100),
-              rollout(args.env, None, args.episodes, 101)]
-    states += [rollout(args.env, SAC_REWARD.load(os.path.join(run, "model.zip"), device="cpu"), args.episodes, 102)
-               for run in args.runs]
+    :param args: the options
+    """
+
+    states = [
+        rollout(args.env, SAC.load(os.path.join(args.sac, "model.zip"), device="cpu"), args.episodes, 100),
+        rollout(args.env, None, args.episodes, 101),
+    ]
+    states += [
+        rollout(args.env, SAC_REWARD.load(os.path.join(run, "model.zip"), device="cpu"), args.episodes, 102)
+        for run in args.runs
+    ]
     obs, actions, true = (np.concatenate(part) for part in zip(*states))
     counts = np.histogram(true, BANDS)[0]
-    print(f"{args.env}: {len(true)} states from SAC's, a random and {len(args.runs)} PEBBLE policies, "
-          f"{args.episodes} episodes each")
+    print(
+        f"{args.env}: {len(true)} states from SAC's, a random and {len(args.runs)} PEBBLE policies, "
+        f"{args.episodes} episodes each"
+    )
     bands = [f"{lo:.1f}-{min(hi, 1.0):.1f}" for lo, hi in zip(BANDS[:-1], BANDS[1:])]
-    print(f"| run | labelled steps with true reward > 0.5 | {' | '.join(f'r_hat at {b}' for b in bands)} "
-          "| Spearman, true >= 0.3 |")
+    print(
+        f"| run | labelled steps with true reward > 0.5 | {' | '.join(f'r_hat at {b}' for b in bands)} "
+        "| Spearman, true >= 0.3 |"
+    )
     print("|---" * (len(bands) + 3) + "|")
     print(f"| states per band | | {' | '.join(str(c) for c in counts)} | |")
     upright = true >= 0.3
@@ -73,12 +90,10 @@ def main() -> None:
         predicted = model.predict_obs_action(obs, actions)
         labelled = np.load(os.path.join(run, "preferences.npz"))
         top = np.mean(np.concatenate([labelled["rewards_0"], labelled["rewards_1"]]) > 0.5)
-        means = [predicted[(true >= lo) & (true < hi)].mean() if c else float("nan")
-                 for lo, hi, c in zip(BANDS[:-1], BANDS[1:], counts)]
+        means = [
+            predicted[(true >= lo) & (true < hi)].mean() if c else float("nan")
+            for lo, hi, c in zip(BANDS[:-1], BANDS[1:], counts)
+        ]
         name = os.path.relpath(run, os.path.commonpath([*args.runs, args.sac]))
         rho = spearmanr(true[upright], predicted[upright])[0]
         print(f"| {name} | {top:.3f} | {' | '.join(f'{m:+.2f}' for m in means)} | {rho:.2f} |", flush=True)
-
-
-if __name__ == "__main__":
-    main()
