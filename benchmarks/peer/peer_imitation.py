@@ -21,9 +21,9 @@ Two studies, each in its own results folder:
 
 The score is the mean true return of a policy over 10 deterministic episodes::
 
-    /work/venvs/imitation/bin/python benchmarks/peer/peer_imitation.py run --library imitation --study peer_100k --seed 100
-    python benchmarks/peer/peer_imitation.py run --library sb3_pref --study peer_100k --seed 100
-    python benchmarks/peer/peer_imitation.py table --study peer_100k   # -> benchmarks/peer/peer_100k.md
+    /work/venvs/imitation/bin/python -m benchmarks peer run --library imitation --study peer_100k --seed 100
+    python -m benchmarks peer run --library sb3_pref --study peer_100k --seed 100
+    python -m benchmarks peer table --study peer_100k   # -> benchmarks/peer/peer_100k.md
 """
 
 import argparse
@@ -36,6 +36,9 @@ import time
 from typing import Any
 
 import numpy as np
+
+from benchmarks import machine
+from benchmarks.study import Option, probe, shared
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PPO_SETTINGS = dict(
@@ -209,20 +212,40 @@ def run_ppo(env_id: str, seed: int, steps: int, **_: Any) -> tuple[Any, None]:
     return model, None
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run")
-    run.add_argument("--library", choices=LIBRARIES, required=True)
-    run.add_argument("--study", choices=sorted(STUDIES), default="peer_100k")
-    run.add_argument("--env", default="Pendulum-v1")
-    run.add_argument("--seed", type=int, default=100)
-    run.add_argument("--comparisons", type=int, default=200)
-    table_parser = sub.add_parser("table")
-    table_parser.add_argument("--study", choices=sorted(STUDIES), default="peer_100k")
-    args = parser.parse_args()
-    if args.command == "table":
-        return table() if args.study == "peer" else table_100k(args.study)
+#: which of :data:`STUDIES` a probe reads or writes
+STUDY = Option(
+    "--study", "peer: the first race (20k steps); peer_100k: 100k steps", choices=sorted(STUDIES), default="peer_100k"
+)
+
+
+@probe("table", "the Markdown table of a study's results (peer_100k: written beside this file)", STUDY)
+def print_table(args: argparse.Namespace) -> None:
+    """
+    The table of the study's results, seed by seed, with the notes that say what it can and cannot show.
+
+    :param args: the options
+    """
+    if args.study == "peer":
+        table()
+    else:
+        table_100k(args.study)
+
+
+@probe(
+    "run",
+    "one run of one library on one seed, in the interpreter of that library, to results/<study>/",
+    Option("--library", "the side of the race this run is", choices=LIBRARIES, required=True),
+    STUDY,
+    shared("env", default="Pendulum-v1"),
+    shared("seed", default=100),
+    Option("--comparisons", "oracle comparisons (labels)", type=int, default=200),
+)
+def run(args: argparse.Namespace) -> None:
+    """
+    Train, score the in-loop agent (and, where the study says, a fresh PPO on the learned reward), write one JSON.
+
+    :param args: the options
+    """
     import torch as th
 
     th.set_num_threads(1)
@@ -287,7 +310,7 @@ converged policy scores about -200): the rows compare early progress and cost.""
 
 def table() -> None:
     records = [json.load(open(path)) for path in sorted(glob.glob(os.path.join(HERE, "results", "peer", "*.json")))]
-    cpu_name = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    cpu_name = machine.cpu_name()
     lines = [
         "# PPO_REWARD against imitation 1.0.1 (preference comparisons), side by side",
         "",
@@ -353,14 +376,14 @@ def table_100k(study: str) -> None:
     from scipy.stats import mannwhitneyu
 
     records = [json.load(open(path)) for path in sorted(glob.glob(os.path.join(HERE, "results", study, "*.json")))]
-    cpu_name = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    cpu_name = machine.cpu_name()
     names = {"imitation": "imitation 1.0.1", "sb3_pref": "PPO_REWARD, defaults", "ppo": "PPO, true reward",
              "sb3_pref_floor": "floor: defaults, random teacher"}  # fmt: skip
     lines = [
         f"# PPO_REWARD against imitation 1.0.1 on Pendulum-v1 at {STUDIES[study]['steps']:,} steps ({study})",
         "",
         f"CPU: {cpu_name}, 2 cores, one torch thread per run; imitation and PPO_REWARD of a seed run side by side, "
-        "then PPO and the floor. `python benchmarks/peer/peer_imitation.py table --study peer_100k` writes this "
+        "then PPO and the floor. `python -m benchmarks peer table --study peer_100k` writes this "
         "page from `results/peer_100k/`.",
         "",
         "| library | seed | env steps used | CPU (s) | in-loop agent | CPU, retraining (s) | fresh PPO, learned reward |",
@@ -416,7 +439,3 @@ def table_100k(study: str) -> None:
     print(report)
     with open(os.path.join(HERE, f"{study}.md"), "w") as file:
         file.write(report)
-
-
-if __name__ == "__main__":
-    main()

@@ -9,7 +9,7 @@ one() {  # library seed
   local interpreter=python
   [ "$1" = imitation ] && interpreter=$IMITATION_PY
   [ -f "benchmarks/peer/results/peer_100k/$1_Pendulum-v1_$2.json" ] && return 0
-  "$interpreter" benchmarks/peer/peer_imitation.py run --study peer_100k --library "$1" --seed "$2" \
+  "$interpreter" -m benchmarks peer run --study peer_100k --library "$1" --seed "$2" \
     > "/tmp/peer_100k_$1_$2.log" 2>&1 || echo "failed: $1 seed $2 (log /tmp/peer_100k_$1_$2.log)"
 }
 for seed in $(seq "${FIRST:-100}" "${LAST:-109}"); do
