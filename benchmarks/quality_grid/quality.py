@@ -2,9 +2,9 @@
 The tables and figure of benchmarks/quality_grid/README.md, from the runs of benchmarks/quality_grid/quality.yaml and
 quality_teachers.yaml (the committed copies in benchmarks/quality_grid/results/quality/runs, or a run folder).
 
-    python benchmarks/quality_grid/quality.py                      # the Markdown tables
-    python benchmarks/quality_grid/quality.py --plot               # also results/quality/curves.png
-    python benchmarks/quality_grid/quality.py --runs runs/quality  # straight from the grid's folder
+    python -m benchmarks quality_grid tables                      # the Markdown tables
+    python -m benchmarks quality_grid tables --plot               # also results/quality/curves.png
+    python -m benchmarks quality_grid tables --runs runs/quality  # straight from the grid's folder
 
 Candidates measured beside the grid (``results/quality/variants/<name>``, e.g. ``rm128``, ``front600``) are
 rows of the second table, named after their folder, normalised by the same PPO runs.
@@ -25,6 +25,7 @@ from typing import Optional
 
 import numpy as np
 
+from benchmarks.study import Option, probe
 from sb3_pref.experiments.records import RunRecord
 from sb3_pref.experiments.results import RETURN_KEY, RunResult, final_score, learning_curves, load_runs
 from sb3_pref.experiments.stats import bootstrap_ci, bootstrap_mean_curve, iqm
@@ -204,20 +205,23 @@ def plot(runs: list[RunResult], path: str) -> None:
     print(f"wrote {path}")
 
 
-def main(argv: Optional[list[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", default=os.path.join(RESULTS, "runs"), help="a grid folder, or the committed copies")
-    parser.add_argument("--variants", default=os.path.join(RESULTS, "variants"), help="candidates' folders")
-    parser.add_argument("--plot", action="store_true", help="also draw results/quality/curves.png")
-    parser.add_argument("--seeds", action="store_true", help="also print every run, seed by seed")
-    args = parser.parse_args(argv)
+@probe(
+    "tables",
+    "the tables (and figure) of README.md, from the grid's runs and the candidates measured beside it",
+    Option("--runs", "a grid folder, or the committed copies", default=os.path.join(RESULTS, "runs")),
+    Option("--variants", "candidates' folders", default=os.path.join(RESULTS, "variants")),
+    Option("--plot", "also draw results/quality/curves.png", action="store_true"),
+    Option("--by-seed", "also print every run, seed by seed", action="store_true"),
+)
+def quality_tables(args: argparse.Namespace) -> None:
+    """
+    Scores normalised by PPO on the true reward, per setting; the candidates are rows of the second table.
+
+    :param args: the options
+    """
     runs, variants = load_runs(args.runs), load_variants(args.variants)
     print(tables(runs, variants))
-    if args.seeds:
+    if args.by_seed:
         print(seed_table(runs, variants))
     if args.plot:
         plot(runs, os.path.join(RESULTS, "curves.png"))
-
-
-if __name__ == "__main__":
-    main()

@@ -3,18 +3,19 @@ What the learned reward rewards on dm_control's cartpole, round by round (benchm
 
 Two measurements, both on a run of a grid config (the same spec, seed and code path as the grid's run):
 
-- ``rounds``: trains the run and, at every query round, correlates the reward model's prediction on the rollout
+- ``reward-rounds``: trains the run and, at every query round, correlates the reward model's prediction on the rollout
   just collected with the true reward and with the state's features: the pole's uprightness ``(cos + 1) / 2``,
   ``|angular velocity|``, ``|cart position|``, ``|cart velocity|`` and ``|action|``; also the rollout's mean of
   them (what the policy does) and the prediction before and after the refit (how far a round moves the reward).
-- ``first-round``: stops at the first query round, then fits fresh reward models offline on pairs labelled by the
+- ``reward-first-round``: stops at the first query round, then fits fresh reward models offline on pairs labelled by the
   run's teacher from the pretraining data, with raw and with standardised inputs (``RewardModel(input_norm=...)``),
   and reports the same correlations on every pretraining transition.
 
-    cd benchmarks/quality_grid
-    python reward_probe.py rounds quality_front.yaml prefppo/cartpole_swingup/oracle/1000x100/seed0 \\
-        --steps 120000 --out results/quality/probe/front_1000_seed0.jsonl
-    python reward_probe.py first-round quality.yaml prefppo/cartpole_swingup/oracle/1000x50/seed0
+    python -m benchmarks quality_grid reward-rounds benchmarks/quality_grid/quality_front.yaml \\
+        prefppo/cartpole_swingup/oracle/1000x100/seed0 --steps 120000 \\
+        --out benchmarks/quality_grid/results/quality/probe/front_1000_seed0.jsonl
+    python -m benchmarks quality_grid reward-first-round benchmarks/quality_grid/quality.yaml \\
+        prefppo/cartpole_swingup/oracle/1000x50/seed0
 """
 
 import argparse
@@ -25,6 +26,7 @@ from typing import Any, Optional
 import numpy as np
 import torch as th
 
+from benchmarks.study import Option, probe
 from sb3_pref.core.reward_model import RewardModel
 from sb3_pref.core.reward_trainer import RewardTrainer
 from sb3_pref.experiments.config import load_config
@@ -133,22 +135,42 @@ def first_round(config: str, run_id: str, labels: int, model_seeds: int) -> None
             print(json.dumps({"input_norm": input_norm, "model_seed": seed, **shown}))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["rounds", "first-round"])
-    parser.add_argument("config", help="a grid config (YAML)")
-    parser.add_argument("run_id", help="a prefppo run of it on a dm_control cartpole task")
-    parser.add_argument("--steps", type=int, default=120_000, help="rounds: env steps to train")
-    parser.add_argument("--out", default=None, help="rounds: append each round's row to this JSON-lines file")
-    parser.add_argument("--labels", type=int, default=100, help="first-round: labelled pairs")
-    parser.add_argument("--model-seeds", type=int, default=3, help="first-round: reward models per setting")
-    args = parser.parse_args()
+#: the run both measurements start from
+RUN = (
+    Option("config", "a grid config (YAML)"),
+    Option("run_id", "a prefppo run of it on a dm_control cartpole task"),
+)
+
+
+@probe(
+    "reward-rounds",
+    "what the learned reward rewards on cartpole, correlated at every query round of a grid's run",
+    *RUN,
+    Option("--steps", "env steps to train", type=int, default=120_000),
+    Option("--out", "append each round's row to this JSON-lines file"),
+)
+def reward_rounds(args: argparse.Namespace) -> None:
+    """
+    Train the run; at each round, the prediction's correlations with the true reward and the state's features.
+
+    :param args: the options
+    """
     th.set_num_threads(1)
-    if args.mode == "rounds":
-        probe_rounds(args.config, args.run_id, args.steps, args.out)
-    else:
-        first_round(args.config, args.run_id, args.labels, args.model_seeds)
+    probe_rounds(args.config, args.run_id, args.steps, args.out)
 
 
-if __name__ == "__main__":
-    main()
+@probe(
+    "reward-first-round",
+    "fresh reward models fit offline on a run's pretraining data, with raw and standardised inputs",
+    *RUN,
+    Option("--labels", "labelled pairs", type=int, default=100),
+    Option("--model-seeds", "reward models per setting", type=int, default=3),
+)
+def reward_first_round(args: argparse.Namespace) -> None:
+    """
+    Stop the run at its first query round, fit reward models on its teacher's labels, report the correlations.
+
+    :param args: the options
+    """
+    th.set_num_threads(1)
+    first_round(args.config, args.run_id, args.labels, args.model_seeds)

@@ -10,7 +10,7 @@ Quality is measured as the test does: the correlation of predicted with true rew
 Cost: CPU seconds of the process (``time.process_time``, less sensitive than wall clock to other jobs on
 a shared machine), wall seconds, and the reward model's gradient steps::
 
-    python benchmarks/quality_grid/schedule_quality.py --seeds 0 1 2 --output benchmarks/quality_grid/schedule_quality.md
+    python -m benchmarks quality_grid schedules --seeds 0 1 2 --output benchmarks/quality_grid/schedule_quality.md
 """
 
 import argparse
@@ -30,6 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from test_ppo_reward import PENDULUM_TRACKING_KWARGS, SMALL_NET, pendulum, reward_model_for  # noqa: E402  (the test's own settings)
 
+from benchmarks import machine  # noqa: E402
+from benchmarks.study import Option, probe, shared  # noqa: E402
 from sb3_pref import PPO_REWARD  # noqa: E402
 from sb3_pref.core.reward_model import BPREF_HIDDEN_DIM, BPREF_N_LAYERS  # noqa: E402
 
@@ -81,12 +83,19 @@ def run(variant: str, seed: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--variants", nargs="+", default=["PPO", "auto", "bpref"])
-    parser.add_argument("--output", default=os.path.join(ROOT, "benchmarks", "quality_grid", "schedule_quality.md"))
-    args = parser.parse_args()
+@probe(
+    "schedules",
+    "reward-model quality and cost of the auto and bpref schedules beside PPO, on the learned-reward test's settings",
+    shared("seeds", default=[0, 1, 2]),
+    Option("--variants", "PPO, auto, bpref", nargs="+", default=["PPO", "auto", "bpref"]),
+    shared("output", default=os.path.join(ROOT, "benchmarks", "quality_grid", "schedule_quality.md")),
+)
+def schedules(args: argparse.Namespace) -> None:
+    """
+    Every variant on every seed, interleaved per seed, one process; the table goes to ``--output``.
+
+    :param args: the options
+    """
     th.set_num_threads(1)
     load_before = os.getloadavg()[0]
     results: dict[str, list[dict[str, Any]]] = {v: [] for v in args.variants}
@@ -94,7 +103,7 @@ def main() -> None:
         for variant in args.variants:
             results[variant].append(run(variant, seed))
             print(variant, seed, results[variant][-1], flush=True)
-    cpu_name = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    cpu_name = machine.cpu_name()
     ppo_cpu = statistics.median(r["cpu"] for r in results["PPO"]) if "PPO" in results else float("nan")
     lines = [
         "# Reward-model schedules: quality and cost on the learned-reward test's Pendulum settings",
@@ -136,7 +145,3 @@ def main() -> None:
     print(report)
     with open(args.output, "w") as file:
         file.write(report)
-
-
-if __name__ == "__main__":
-    main()
