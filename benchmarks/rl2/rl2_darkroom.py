@@ -2,8 +2,8 @@
 RL2 on DarkRoom: train on the training goals, then report the mean return per episode index of a
 4-episode trial on held-out goals, against the optimal return and a random policy.
 
-    nice -n 10 python benchmarks/rl2/rl2_darkroom.py --output-dir runs/rl2_darkroom
-    nice -n 10 python benchmarks/rl2/rl2_darkroom.py --eval-only runs/rl2_darkroom/model.zip --output-dir runs/eval
+    nice -n 10 python -m benchmarks rl2 darkroom --output-dir runs/rl2_darkroom
+    nice -n 10 python -m benchmarks rl2 darkroom --eval-only runs/rl2_darkroom/model.zip --output-dir runs/eval
 
 Runs on one CPU thread. Prints a markdown table (copied into benchmarks/rl2/README.md) and writes
 ``progress.csv`` (the SB3 log, with ``rollout/return_ep{k}``), ``adaptation.csv`` and ``adaptation.png``.
@@ -31,6 +31,7 @@ import torch as th
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.logger import configure
 
+from benchmarks.study import Option, probe, shared
 from sb3_pref.envs.darkroom import Goal, all_goals, darkroom_trials, split_goals
 from sb3_pref.experiments.rl2_runs import make_rl2_model
 from sb3_pref.rl2 import RL2
@@ -81,30 +82,6 @@ def uniform_goal_bound(n_goals: int, episodes: int, length: int = 20) -> np.ndar
     return np.array(bound)
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--total-timesteps", type=int, default=8_000_000)
-    parser.add_argument("--n-envs", type=int, default=32)
-    parser.add_argument("--n-steps", type=int, default=160)
-    parser.add_argument("--batch-size", type=int, default=1280)
-    parser.add_argument("--n-epochs", type=int, default=4)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--ent-coef", type=float, default=0.03)
-    parser.add_argument("--gamma", type=float, default=0.99)
-    parser.add_argument("--gae-lambda", type=float, default=0.95)
-    parser.add_argument("--hidden-size", type=int, default=128)
-    parser.add_argument("--cell", choices=["lstm", "gru"], default="gru")
-    parser.add_argument("--observation", choices=["xy", "onehot"], default="xy")
-    parser.add_argument("--episodes-per-trial", type=int, default=4)
-    parser.add_argument("--eval-trials", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--split-seed", type=int, default=0)
-    parser.add_argument("--output-dir", default="runs/rl2_darkroom")
-    parser.add_argument("--eval-split", choices=["test", "train", "all"], default="test", help="goals to evaluate on")
-    parser.add_argument("--eval-only", default=None, help="evaluate this saved model instead of training")
-    return parser.parse_args()
-
-
 def table(results: dict, references: dict, optimal: float) -> str:
     """Markdown table: agents with 95% intervals, then reference curves, then the optimal return."""
     stats = {name: result.summary("returns") for name, result in results.items()}
@@ -136,8 +113,37 @@ def train(args: argparse.Namespace, env_kwargs: dict) -> tuple[RL2, Optional[flo
     return model, seconds
 
 
-def main() -> None:
-    args = parse_args()
+@probe(
+    "darkroom",
+    "RL2 trained on DarkRoom's training goals, then its return per episode of a trial on held-out goals",
+    # in this order: summary.json records the options as they are parsed
+    shared("total_timesteps", default=8_000_000),
+    Option("--n-envs", type=int, default=32),
+    Option("--n-steps", type=int, default=160),
+    Option("--batch-size", type=int, default=1280),
+    Option("--n-epochs", type=int, default=4),
+    Option("--learning-rate", type=float, default=1e-3),
+    Option("--ent-coef", type=float, default=0.03),
+    Option("--gamma", type=float, default=0.99),
+    Option("--gae-lambda", type=float, default=0.95),
+    Option("--hidden-size", type=int, default=128),
+    Option("--cell", choices=["lstm", "gru"], default="gru"),
+    Option("--observation", choices=["xy", "onehot"], default="xy"),
+    Option("--episodes-per-trial", type=int, default=4),
+    Option("--eval-trials", type=int, default=1000),
+    shared("seed"),
+    Option("--split-seed", type=int, default=0),
+    shared("output_dir", default="runs/rl2_darkroom"),
+    Option("--eval-split", "goals to evaluate on", choices=["test", "train", "all"], default="test"),
+    Option("--eval-only", "evaluate this saved model instead of training"),
+)
+def darkroom(args: argparse.Namespace) -> None:
+    """
+    Train (or load ``--eval-only``), evaluate against the optimal return, a random policy and two scripted searches;
+    the table is printed, the files go to ``--output-dir``.
+
+    :param args: the options
+    """
     th.set_num_threads(1)
     os.makedirs(args.output_dir, exist_ok=True)
     env_kwargs = dict(episodes_per_trial=args.episodes_per_trial, split_seed=args.split_seed, observation=args.observation)
@@ -190,7 +196,3 @@ def main() -> None:
     with open(os.path.join(args.output_dir, "summary.json"), "w") as handle:
         summary = {"args": vars(args), "train_seconds": seconds, "header": header, "table": report, "footnote": footnote}
         json.dump(summary, handle, indent=1)
-
-
-if __name__ == "__main__":
-    main()

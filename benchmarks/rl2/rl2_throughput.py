@@ -2,7 +2,7 @@
 Training throughput of RL2 against plain RecurrentPPO on the same DarkRoom trial env and settings,
 measured side by side in one process (runs interleaved, medians reported, one CPU thread).
 
-    nice -n 10 python benchmarks/rl2/rl2_throughput.py
+    nice -n 10 python -m benchmarks rl2 throughput
 
 Time is split into rollout collection (env steps + forward passes) and PPO updates, with a
 callback that stamps rollout starts and ends. RL2 with an LSTM computes the same updates as
@@ -20,6 +20,7 @@ from sb3_contrib import RecurrentPPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
+from benchmarks.study import Option, probe, shared
 from sb3_pref.envs.darkroom import darkroom_trials
 from sb3_pref.rl2 import RL2
 
@@ -71,11 +72,18 @@ def measure(algo: type, policy: str, setting: dict[str, Any], iterations: int, s
     return {"fps": steps / total, "collect": timer.collect_seconds, "update": total - timer.collect_seconds, "total": total}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, default=3, help="PPO iterations per measurement")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved measurements per algorithm")
-    args = parser.parse_args()
+@probe(
+    "throughput",
+    "training throughput of RL2 against RecurrentPPO on the same DarkRoom trials, collection and updates apart",
+    Option("--iterations", "PPO iterations per measurement", type=int, default=3),
+    shared("repeats", help="interleaved measurements per algorithm"),
+)
+def throughput(args: argparse.Namespace) -> None:
+    """
+    Medians of interleaved measurements, one thread, per setting and algorithm.
+
+    :param args: the options
+    """
     th.set_num_threads(1)
     candidates = [
         ("RecurrentPPO", RecurrentPPO, "MlpLstmPolicy"),
@@ -96,7 +104,3 @@ def main() -> None:
                 f"| {name} | {label} | {stats['fps']:.0f} | {stats['collect']:.1f} | {stats['update']:.1f} | "
                 f"{stats['fps'] / base:.2f}x |"
             )
-
-
-if __name__ == "__main__":
-    main()
