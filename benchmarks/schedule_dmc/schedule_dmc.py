@@ -7,7 +7,7 @@ queries, segments of 50, ``re_update`` 100) train the reward model with ``reward
 ``"bpref"``. After every round: agreement with an oracle on 2000 fresh pairs, the correlation of predicted
 with true per-step rewards, gradient steps and CPU seconds of the round::
 
-    python benchmarks/schedule_dmc/schedule_dmc.py --env walker_walk --rounds 10 \\
+    python -m benchmarks schedule_dmc schedules --env walker_walk --rounds 10 \\
         --output benchmarks/schedule_dmc/schedule_dmc_walker_walk.md
 """
 
@@ -20,6 +20,8 @@ import time
 import numpy as np
 import torch as th
 
+from benchmarks import machine
+from benchmarks.study import Option, probe, shared
 from sb3_pref import PreferenceLearner, RewardModel
 from sb3_pref.core.teachers import ScriptedTeacher
 from sb3_pref.envs import make_vec_dmcontrol_env
@@ -39,21 +41,28 @@ def collect(env_id: str, n_envs: int, steps: int, seed: int) -> tuple[np.ndarray
     return tuple(np.stack(column) for column in zip(*rows))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="walker_stand")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=16_000)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--re-batch", type=int, default=100)
-    parser.add_argument(
+@probe(
+    "schedules",
+    "the two reward-model schedules on a random policy's dm_control data, round by round",
+    shared("env", default="walker_stand"),
+    shared("seed"),
+    Option("--steps", "env steps of the random policy", type=int, default=16_000),
+    Option("--rounds", "query rounds", type=int, default=5),
+    Option("--re-batch", "oracle labels per round", type=int, default=100),
+    Option(
         "--variants",
+        "schedule:hidden_dim:n_layers:lr, e.g. auto:64:2:1e-3 (the defaults) bpref:256:3:3e-4 (B-Pref's model)",
         nargs="+",
         default=["auto:64:2:1e-3", "bpref:256:3:3e-4"],
-        help="schedule:hidden_dim:n_layers:lr, e.g. auto:64:2:1e-3 (the defaults) bpref:256:3:3e-4 (B-Pref's model)",
-    )
-    parser.add_argument("--output", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "schedule_dmc.md"))
-    args = parser.parse_args()
+    ),
+    shared("output", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "schedule_dmc.md")),
+)
+def schedules(args: argparse.Namespace) -> None:
+    """
+    After every round: agreement with an oracle, the correlation with the true reward, gradient steps and CPU.
+
+    :param args: the options
+    """
     th.set_num_threads(1)
     load_before = os.getloadavg()[0]
     obs, actions, rewards, dones = collect(args.env, 4, args.steps, args.seed)
@@ -85,7 +94,7 @@ def main() -> None:
             corr = float(np.corrcoef(learner.predict_rewards(flat_obs, flat_actions), flat_true)[0, 1])
             rows[variant].append((len(learner.dataset), stats["model_train_steps"], cpu, learner.oracle_agreement(2000), corr))
             print(variant, rows[variant][-1], flush=True)
-    cpu_name = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    cpu_name = machine.cpu_name()
     lines = [
         f"# Reward-model schedules on {args.env} data (random policy), round by round",
         "",
@@ -117,7 +126,3 @@ def main() -> None:
     print(report)
     with open(args.output, "w") as file:
         file.write(report)
-
-
-if __name__ == "__main__":
-    main()
