@@ -4,9 +4,9 @@ The successors of B-Pref (issue 44), each measured on the gap it was made for, w
 the same seeds, with the protocol's own arms (PPO on the true reward, the defaults with an oracle, the random-teacher
 floor) on those seeds.
 
-    python benchmarks/successors/run.py run [--study rime] [--workers 2]   # resumes where it stopped
-    python benchmarks/successors/run.py report [--study rime]              # the tables of README.md
-    python benchmarks/successors/run.py plot [--study qpa]                 # its learning curves, a PNG beside README.md
+    python -m benchmarks successors run [--study rime] [--workers 2]   # resumes where it stopped
+    python -m benchmarks successors report [--study rime]              # the tables of README.md
+    python -m benchmarks successors plot [--study qpa]                 # its learning curves, a PNG beside README.md
 
 Nothing here was chosen on the seeds it reports: each method runs at its paper's settings (see
 ``docs/successors.md``), and the seeds are the protocol's reported ones.
@@ -45,6 +45,8 @@ RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent / "quality"))
 import protocol  # noqa: E402
 from protocol import run_jobs, settings_hash, train_one  # noqa: E402
+
+from benchmarks.study import Option, probe, shared  # noqa: E402
 
 #: study -> tasks, seeds, the protocol's arms it reports beside its own, and its own arms (protocol budget index,
 #: PPO_REWARD options)
@@ -269,21 +271,35 @@ def protocol_random(task: str) -> float:
     return float(RANDOM[task])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["run", "report", "plot"])
-    parser.add_argument("--study", choices=sorted(STUDIES), default="rime")
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
-    if args.command == "report":
-        report(args.study)
-        return
-    if args.command == "plot":
-        plot(args.study)
-        return
-    todo = jobs(args.study)
-    run_jobs(run_job, todo, args.workers)
+#: which of :data:`STUDIES` a probe runs or reads
+STUDY = Option("--study", "the successor and the gap it is measured on", choices=sorted(STUDIES), default="rime")
 
 
-if __name__ == "__main__":
-    main()
+@probe("run", "the study's runs not yet done (resumes: a run whose JSON exists is skipped)", STUDY, shared("workers"))
+def run_study(args: argparse.Namespace) -> None:
+    """
+    Every arm on every seed of the study, ``--workers`` at a time, each run's JSON written as it lands.
+
+    :param args: the options
+    """
+    run_jobs(run_job, jobs(args.study), args.workers)
+
+
+@probe("report", "the study's tables of README.md, from the committed run files", STUDY)
+def report_study(args: argparse.Namespace) -> None:
+    """
+    The method's arm beside the plain method's and the protocol's own arms, on the same seeds.
+
+    :param args: the options
+    """
+    report(args.study)
+
+
+@probe("plot", "the study's learning curves, a PNG beside README.md (and one in docs/images)", STUDY)
+def plot_study(args: argparse.Namespace) -> None:
+    """
+    Each seed's curve thin and their mean thick, per task and arm.
+
+    :param args: the options
+    """
+    plot(args.study)
