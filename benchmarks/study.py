@@ -103,6 +103,21 @@ SHARED: dict[str, Option] = {
 }
 
 
+def parse(options: Sequence[Option], argv: Sequence[str], prog: Optional[str] = None) -> argparse.Namespace:
+    """
+    Parse a command line against options outside a probe's run, as a probe that reuses another's settings does.
+
+    :param options: the options
+    :param argv: the command line
+    :param prog: the program's name in a usage error (None: argparse's)
+    :return: the parsed options
+    """
+    parser = argparse.ArgumentParser(prog=prog)
+    for option in options:
+        option.add_to(parser)
+    return parser.parse_args(list(argv))
+
+
 def shared(name: str, **changes: Any) -> Option:
     """
     A shared option, as a probe takes it.

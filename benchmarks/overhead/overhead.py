@@ -35,7 +35,7 @@ from stable_baselines3.common.utils import LinearSchedule
 from stable_baselines3.common.vec_env import VecNormalize
 
 import sb3_pref
-from benchmarks.study import Option, UsageError, probe, shared
+from benchmarks.study import Option, UsageError, parse, probe, shared
 from sb3_pref import PPO_REWARD, PreferenceLearner, RewardModel
 from sb3_pref.common import rollout_writer
 from sb3_pref.common.controller import PHASE_PRETRAIN
@@ -524,10 +524,7 @@ def settings(argv: list[str]) -> argparse.Namespace:
     :param argv: flags of :data:`OPTIONS`
     :return: the checked settings
     """
-    parser = argparse.ArgumentParser()
-    for option in OPTIONS:
-        option.add_to(parser)
-    return check(parser.parse_args(argv))
+    return check(parse(OPTIONS, argv))
 
 
 def reward_model_dtype(requested: str) -> str:

@@ -1,0 +1,103 @@
+"""
+The studies' one command line (``python -m benchmarks``, :mod:`benchmarks.study`): every study's probes load and
+parse their defaults, the listing names them, a bad name is a usage error, and no study script grows its own
+command line again.
+"""
+
+import argparse
+import glob
+import os
+
+import pytest
+
+from benchmarks import study
+from benchmarks.__main__ import main
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: scripts that keep their own argparse: jobs running now invoke them by path (benchmarks/README.md)
+OWN_COMMAND_LINE = {"benchmarks/defaults/run.py", "benchmarks/quality/protocol.py", "benchmarks/ad/ad_model_seed.py"}
+
+
+def test_no_study_script_has_its_own_command_line():
+    scripts = glob.glob(os.path.join(REPO, "benchmarks", "**", "*.py"), recursive=True)
+    own = set()
+    for path in scripts:
+        with open(path, encoding="utf-8") as handle:
+            if "ArgumentParser(" in handle.read():
+                own.add(os.path.relpath(path, REPO).replace(os.sep, "/"))
+    assert own - {"benchmarks/study.py"} == OWN_COMMAND_LINE
+
+
+def test_the_scripts_that_keep_their_command_line_are_never_imported_by_the_listing():
+    modules = {module for name in study.studies() for module in study.probe_modules(name)}
+    assert "benchmarks.defaults.run" not in modules and "benchmarks.quality.protocol" not in modules
+    assert "benchmarks.ad.ad_model_seed" not in modules
+
+
+@pytest.mark.parametrize("name", study.studies())
+def test_every_probe_loads_and_parses(name):
+    probes = study.load(name)
+    for probe_name, found in probes.items():
+        assert found.study == name and found.name == probe_name
+        assert found.help and "\n" not in found.help, probe_name
+        assert found.run.__doc__, f"{name} {probe_name}: the probe's docstring is its --help description"
+        parser = found.parser()
+        flags = [action for action in parser._actions if action.dest != "help"]
+        assert len({action.dest for action in flags}) == len(flags), f"{name} {probe_name}: an option twice"
+        # A probe without required arguments parses its defaults; the others need them.
+        if not any(action.required for action in flags):
+            assert isinstance(found.parse([]), argparse.Namespace)
+
+
+def test_listing_names_the_studies_and_their_probes(capsys):
+    assert main([]) == 0
+    listing = capsys.readouterr().out
+    assert all(name in listing for name in study.studies())
+    assert "benchmarks/bpref_small.yaml" in listing
+    assert main(["pebble"]) == 0
+    listing = capsys.readouterr().out
+    assert "iqm" in listing and "benchmarks/pebble/pebble_quality.yaml" in listing
+
+
+def test_a_bad_name_is_a_usage_error(capsys):
+    assert main(["no_such_study"]) == 2
+    assert "no study 'no_such_study'" in capsys.readouterr().err
+    assert main(["pebble", "no_such_probe"]) == 2
+    assert "its probes: " in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:
+        main(["overhead", "return-gap"])  # neither --variant nor --table: the probe's UsageError
+    assert stopped.value.code == 2
+    assert "give --variant" in capsys.readouterr().err
+
+
+def test_shared_options_change_only_what_the_probe_says():
+    seeds = study.shared("seeds", default=[1])
+    assert seeds.flag == "--seeds" and seeds.type is int and seeds.nargs == "+" and seeds.default == [1]
+    assert study.SHARED["seeds"].default is None
+    with pytest.raises(KeyError, match="no shared option"):
+        study.shared("seed_count")
+
+
+def test_a_probe_outside_a_study_is_refused():
+    def stray(args: argparse.Namespace) -> None:
+        """Not in a study's folder."""
+
+    with pytest.raises(ValueError, match=r"benchmarks\.<study>\.<module>"):
+        study.probe("stray", "nothing")(stray)
+
+
+def test_overhead_settings_are_shared_by_its_probes():
+    from benchmarks.overhead import overhead
+
+    args = overhead.settings(["--n-epochs", "7"])
+    assert args.unsuper_n_epochs == 7 and args.total_timesteps == 96_000 and args.output.endswith("overhead.md")
+    with pytest.raises(study.UsageError, match="at least one rollout"):
+        overhead.settings(["--total-timesteps", "10"])
+    side = study.get("overhead", "side-by-side").parse([])
+    assert vars(side).keys() - {"variants"} == vars(study.get("overhead", "overhead").parse([])).keys()
+
+
+def test_a_probe_reads_the_committed_results(capsys):
+    # the quality grid's finished study: README.md's first table, from the committed runs
+    assert main(["quality_grid", "tables"]) == 0
+    assert "| cartpole_balance | 120k | 544.3 / 997.4 (n=5) | 1000 (n=5) | 0.93 [0.65, 0.98] |" in capsys.readouterr().out
