@@ -19,6 +19,7 @@ import argparse
 import importlib
 import inspect
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional, Union
@@ -190,6 +191,23 @@ class Probe:
 
 
 _PROBES: dict[tuple[str, str], Probe] = {}
+#: probes of a study's file loaded under another name than its package's (run by path, or imported by a sibling
+#: script through ``sys.path``): not on the command line, which imports the file by its package name; its shim runs them
+_COPIES: dict[Callable[[argparse.Namespace], Any], Probe] = {}
+
+
+def _home(run: Callable[..., Any]) -> tuple[str, str]:
+    """
+    Where a probe lives.
+
+    :param run: the probe's function
+    :return: its study and module, from its file's place, ``benchmarks/<study>/<module>.py``
+    """
+    path = inspect.getsourcefile(run) or ""
+    parts = os.path.relpath(os.path.abspath(path), ROOT).split(os.sep)
+    if len(parts) != 2 or parts[0] == os.pardir or not parts[1].endswith(".py"):
+        raise ValueError(f"{path}: a probe lives in a study's module, benchmarks/<study>/<module>.py")
+    return parts[0], parts[1][:-3]
 
 
 def probe(
@@ -206,16 +224,33 @@ def probe(
     """
 
     def register(run: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Namespace], Any]:
-        parts = run.__module__.split(".")
-        if len(parts) != 3 or parts[0] != "benchmarks":
-            raise ValueError(f"{run.__module__}: a probe lives in a study's module, benchmarks.<study>.<module>")
-        key = (parts[1], name)
+        study, module = _home(run)
+        found = Probe(study, name, help, run, tuple(options), tuple(sorted((environ or {}).items())))
+        if run.__module__ != f"benchmarks.{study}.{module}":
+            _COPIES[run] = found
+            return run
+        key = (study, name)
         if key in _PROBES and _PROBES[key].run.__qualname__ != run.__qualname__:
-            raise ValueError(f"study {parts[1]!r} has two probes named {name!r}")
-        _PROBES[key] = Probe(parts[1], name, help, run, tuple(options), tuple(sorted((environ or {}).items())))
+            raise ValueError(f"study {study!r} has two probes named {name!r}")
+        _PROBES[key] = found
         return run
 
     return register
+
+
+def run_script(run: Callable[[argparse.Namespace], Any], argv: Optional[Sequence[str]] = None) -> Any:
+    """
+    Run a probe from its file's ``if __name__ == "__main__":`` shim, for a script that jobs still invoke by path
+    (``python benchmarks/defaults/run.py --phase ...``): the same options and run as ``python -m benchmarks``.
+
+    :param run: the probe's function, as the script defines it
+    :param argv: the command line after the script's name (None: ``sys.argv[1:]``)
+    :return: what the probe returns
+    """
+    found = _COPIES.get(run) or next((p for p in _PROBES.values() if p.run is run), None)
+    if found is None:
+        raise KeyError(f"{run.__qualname__} is not a probe")
+    return found(sys.argv[1:] if argv is None else argv)
 
 
 def studies() -> list[str]:

@@ -5,7 +5,9 @@ script: it rebuilds a finished run's first-success views and trains a model with
 weights, then plays the run's 230 held-out trials (the split and trial seed stay the run's), sampling actions and
 taking the most likely ones (benchmarks/ad/README.md, sixth run).
 
-    OMP_NUM_THREADS=1 python benchmarks/ad/ad_model_seed.py runs/ad_dqn_room --model-seed 1 --out runs/ad_dqn_room_seed1
+    OMP_NUM_THREADS=1 python -m benchmarks ad model-seed runs/ad_dqn_room --model-seed 1 --out runs/ad_dqn_room_seed1
+
+``python benchmarks/ad/ad_model_seed.py RUN --model-seed 1 --out DIR`` still works: jobs run it so.
 """
 
 import argparse
@@ -22,13 +24,24 @@ from sb3_pref.rl2.evaluation import evaluate_adaptation
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
 import train_AD  # a script, not part of the package
 
+# run by path (python benchmarks/ad/ad_model_seed.py, as jobs do), the repository's root is not on the path
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from benchmarks.study import Option, probe, run_script
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run", help="a finished train_AD.py output folder (its args.json and histories.npz)")
-    parser.add_argument("--model-seed", type=int, default=1)
-    parser.add_argument("--out", required=True, help="folder for the new model.zip and seed.json")
-    options = parser.parse_args()
+
+@probe(
+    "model-seed",
+    "a second AD model on a finished run's histories and held-out trials, with another seed for views and weights",
+    Option("run", "a finished train_AD.py output folder (its args.json and histories.npz)"),
+    Option("--model-seed", type=int, default=1),
+    Option("--out", "folder for the new model.zip and seed.json", required=True),
+)
+def model_seed(options: argparse.Namespace) -> None:
+    """
+    Rebuild the run's first-success views with the model's seed, train, and play its held-out trials both ways.
+
+    :param options: the options
+    """
     with open(os.path.join(options.run, "args.json")) as handle:
         args = argparse.Namespace(**json.load(handle))
     if not args.first_success_views or args.shuffled:
@@ -54,4 +67,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(model_seed)
