@@ -3,13 +3,15 @@ The defaults study (issue 41): what a user who swaps ``PPO`` for ``PPO_REWARD`` 
 teacher and a label budget, against PPO on the true reward, the best hand-set schedule of
 ``benchmarks/quality_grid/README.md``, and a floor (a teacher that answers at random, same budget).
 
-    python benchmarks/defaults/run.py --phase dev       # seeds 0-4: where the plan's choices were made
-    python benchmarks/defaults/run.py --phase report    # fresh seeds 100+: what the write-up reports
-    python benchmarks/defaults/run.py --phase report_sac     # SAC_REWARD against SAC on Pendulum-v1
-    python benchmarks/defaults/run.py --phase report_long    # cartpole_swingup at 400k steps
-    python benchmarks/defaults/run.py --phase report_peer    # the peer's Pendulum-v1 tutorial budget
-    python benchmarks/defaults/run.py --phase report_walker_sac  # SAC_REWARD against SAC on walker_stand, 100k
-    python benchmarks/defaults/table.py                 # the tables of README.md
+    python -m benchmarks defaults run --phase dev       # seeds 0-4: where the plan's choices were made
+    python -m benchmarks defaults run --phase report    # fresh seeds 100+: what the write-up reports
+    python -m benchmarks defaults run --phase report_sac     # SAC_REWARD against SAC on Pendulum-v1
+    python -m benchmarks defaults run --phase report_long    # cartpole_swingup at 400k steps
+    python -m benchmarks defaults run --phase report_peer    # the peer's Pendulum-v1 tutorial budget
+    python -m benchmarks defaults run --phase report_walker_sac  # SAC_REWARD against SAC on walker_stand, 100k
+    python -m benchmarks defaults table                 # the tables of README.md
+
+``python benchmarks/defaults/run.py --phase ...`` still works: jobs run it so.
 
 Each finished run writes ``results/<task>/<arm>/seed<N>.json`` (settings, plan, returns, evaluation curve, CPU
 seconds); a run whose file exists is skipped, so a stopped study resumes. Two runs at a time, one torch thread each,
@@ -31,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 # Runs measure this checkout (its commit is recorded with each result), not whatever copy is installed.
 sys.path.insert(0, str(HERE.parents[1]))
 RESULTS = HERE / "results"
+from benchmarks.study import Option, probe, run_script, shared  # noqa: E402  (the root is on the path from here)
 
 # The PPO the user already has (the README demo's on dm_control; RL Zoo's tuned PPO on Pendulum-v1).
 DMC_PPO: dict[str, Any] = dict(
@@ -223,11 +226,18 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
     return str(path)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--phase", choices=sorted(PHASES), required=True)
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
+@probe(
+    "run",
+    "a phase's runs not yet done (resumes: a run whose JSON exists is skipped)",
+    Option("--phase", "which tasks, arms and seeds", choices=sorted(PHASES), required=True),
+    shared("workers"),
+)
+def run_phase(args: argparse.Namespace) -> None:
+    """
+    Every arm on every task and seed of the phase, ``--workers`` at a time, each run's JSON written as it lands.
+
+    :param args: the options
+    """
     phase = PHASES[args.phase]
     jobs = [
         (task, arm, seed)
@@ -252,4 +262,4 @@ def run_jobs(function: Any, jobs: list[tuple[str, str, int]], workers: int) -> N
 
 
 if __name__ == "__main__":
-    main()
+    run_script(run_phase)

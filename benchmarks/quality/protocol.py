@@ -2,8 +2,10 @@
 The frozen quality protocol (issue 42): what a user who swaps one line gets, against PPO on the true reward and a
 floor, on seeds that were never used to choose anything.
 
-    python benchmarks/quality/protocol.py run [--seeds report|dev] [--workers 2]   # resumes where it stopped
-    python benchmarks/quality/protocol.py report [--seeds report|dev]              # the tables of README.md
+    python -m benchmarks quality run [--seeds report|dev] [--workers 2]   # resumes where it stopped
+    python -m benchmarks quality report [--seeds report|dev]              # the tables of README.md
+
+``python benchmarks/quality/protocol.py run|report [options]`` still works: jobs run it so.
 
 Frozen here, once the defaults (issue 41) had landed: the tasks, budgets, arms and seeds below. Every run records
 the library's commit and a hash of its resolved settings; the report refuses to put runs of different settings in
@@ -30,6 +32,8 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent / "defaults"))
 from run import DMC_PPO, PENDULUM_PPO, run_jobs, train_one  # noqa: E402
+
+from benchmarks.study import probe, run_script, shared  # noqa: E402  (run, just imported, puts the root on the path)
 
 #: the schedules of benchmarks/quality_grid/quality.yaml (the hand-set grid of its README.md) at each task's high budget
 _DMC_SHORT = dict(num_interaction=4000, unsuper_step=8000, unsuper_n_epochs=10, re_update=50, feed_type="disagreement")
@@ -111,19 +115,38 @@ def jobs(seeds: str) -> list[tuple[str, str, int]]:
     return todo
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["run", "report"])
-    parser.add_argument("--seeds", choices=["report", "dev"], default="report")
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
-    if args.command == "report":
-        from report import report
+@probe("report", "the tables of README.md, from the committed run files", shared("seed_group"))
+def report_protocol(args: argparse.Namespace) -> None:
+    """
+    Each arm's scores over PPO's and the floor, per task and budget; runs of different settings never share a row.
 
-        report(args.seeds)
-        return
+    :param args: the options
+    """
+    # report.py imports this file as ``protocol``, from this folder: on the path when this file is run by path only
+    sys.path.insert(0, str(HERE))
+    from report import report
+
+    report(args.seeds)
+
+
+@probe(
+    "run",
+    "the protocol's runs not yet done (resumes: a run whose JSON exists is skipped)",
+    shared("seed_group"),
+    shared("workers"),
+)
+def run_protocol(args: argparse.Namespace) -> None:
+    """
+    Every arm on every task and seed, ``--workers`` at a time, each run's JSON written as it lands.
+
+    :param args: the options
+    """
     run_jobs(run_job, jobs(args.seeds), args.workers)
 
 
 if __name__ == "__main__":
-    main()
+    # python benchmarks/quality/protocol.py run|report [options]: the command the jobs of this study were started with
+    commands = {"run": run_protocol, "report": report_protocol}
+    if len(sys.argv) < 2 or sys.argv[1] not in commands:
+        raise SystemExit("usage: python benchmarks/quality/protocol.py {run,report} [--seeds report|dev] [--workers N]")
+    run_script(commands[sys.argv[1]], sys.argv[2:])

@@ -1,5 +1,5 @@
 """
-The frozen protocol's tables (README.md), read from the committed run files: ``python benchmarks/quality/protocol.py
+The frozen protocol's tables (README.md), read from the committed run files: ``python -m benchmarks quality
 report``.
 
 Scores are normalised per task as ``(R - random) / (PPO - random)``, with a uniform random policy's return (measured
