@@ -21,6 +21,7 @@ BY_PATH = {
     "benchmarks/defaults/run.py": ("--help", "python -m benchmarks defaults run"),
     "benchmarks/quality/protocol.py": ("report --help", "python -m benchmarks quality report"),
     "benchmarks/ad/ad_model_seed.py": ("--help", "python -m benchmarks ad model-seed"),
+    "benchmarks/ad/ad_trials.py": ("--help", "python -m benchmarks ad trials"),
 }
 
 

@@ -8,10 +8,14 @@ the no-op) and how often the next action repeats the last one within an episode 
 """
 
 import argparse
+import os
+import sys
 
 import numpy as np
 
-from benchmarks.study import Option, probe
+# benchmarks/ad/README.md runs this file by path: then the repository's root is not on the path
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from benchmarks.study import Option, probe, run_script
 from sb3_pref.ad import Histories
 
 
@@ -48,3 +52,7 @@ def history_habits(args: argparse.Namespace) -> None:
     for path in args.paths:
         stay, repeat = habits(path, args.episodes)
         print(f"| {path} | {stay:.2f} | {repeat:.2f} |")
+
+
+if __name__ == "__main__":
+    run_script(history_habits)

@@ -7,13 +7,17 @@ there are in all, beside a random walk on the same trials (benchmarks/ad/README.
 """
 
 import argparse
+import os
+import sys
 from typing import Any
 
 import numpy as np
 import torch as th
 from stable_baselines3.common.env_util import make_vec_env
 
-from benchmarks.study import Option, probe
+# benchmarks/ad/README.md runs this file by path: then the repository's root is not on the path
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from benchmarks.study import Option, probe, run_script
 from sb3_pref.ad import AD
 from sb3_pref.envs.darkroom import AD_TEST_GOALS, darkroom_trials, split_goals
 from sb3_pref.rl2.evaluation import RandomAgent
@@ -78,3 +82,7 @@ def search_cells_probe(args: argparse.Namespace) -> None:
             f"{name:>6}: {total} cells first visited before the first success; "
             + ", ".join(f"{kind} {share:.1%}" for kind, share in shares.items())
         )
+
+
+if __name__ == "__main__":
+    run_script(search_cells_probe)

@@ -20,6 +20,8 @@ over their first episodes, for A2C as recorded for AD and for two SB3 ways to ma
 """
 
 import argparse
+import os
+import sys
 import time
 from typing import Any, Callable, Optional
 
@@ -28,7 +30,9 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
-from benchmarks.study import Option, probe
+# benchmarks/ad/README.md runs this file by path: then the repository's root is not on the path
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from benchmarks.study import Option, probe, run_script
 from sb3_pref.ad import HistoryRecorder, RecordHistoryCallback, record_learner
 from sb3_pref.ad.learners import make_a2c_learner
 from sb3_pref.envs.darkroom import AD_TEST_GOALS, DarkRoom, Goal, split_goals
@@ -158,3 +162,7 @@ def source_search(args: argparse.Namespace) -> None:
         row = search_row(returns, time.perf_counter() - start)
         cells = [f"{v:.0f}" if k == "median first find" else f"{v:.2f}" for k, v in row.items()]
         print(f"| {name} | {' | '.join(cells)} |", flush=True)
+
+
+if __name__ == "__main__":
+    run_script(source_search)

@@ -9,14 +9,17 @@ presets (2 layers, embedding 64, 4 heads, feed-forward 256, ALiBi).
 
 import argparse
 import os
+import sys
 import time
 from typing import Callable
 
 import torch as th
 import torch.nn.functional as F
 
+# benchmarks/ad/README.md runs this file by path: then the repository's root is not on the path
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from benchmarks.machine import cpu_name
-from benchmarks.study import probe, shared
+from benchmarks.study import probe, run_script, shared
 from sb3_pref.ad.model import TOKEN_LAYOUTS, ADConfig, ADTransformer
 
 
@@ -94,3 +97,7 @@ def token_layout(args: argparse.Namespace) -> None:
         base = times["triplet"]
         for layout, (u, p) in times.items():
             print(f"| {seq_len} | {batch} | {layout} | {u:.3f} | {p:.3f} | {base[0] / u:.1f}x | {base[1] / p:.1f}x |")
+
+
+if __name__ == "__main__":
+    run_script(token_layout)

@@ -6,11 +6,15 @@ success and how often it goes back once it has found the goal (benchmarks/ad/REA
 """
 
 import argparse
+import os
+import sys
 
 import numpy as np
 import pandas as pd
 
-from benchmarks.study import Option, probe
+# benchmarks/ad/README.md runs this file by path: then the repository's root is not on the path
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from benchmarks.study import Option, probe, run_script
 
 
 def trial_summary(path: str, agent: str) -> dict[str, float]:
@@ -53,3 +57,7 @@ def trials(args: argparse.Namespace) -> None:
     print("|---" * (len(columns) + 1) + "|")
     for path, row in rows.items():
         print(f"| {path} | " + " | ".join(f"{row[c]:.0f}" if c == "trials" else f"{row[c]:.2f}" for c in columns) + " |")
+
+
+if __name__ == "__main__":
+    run_script(trials)
