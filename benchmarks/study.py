@@ -12,7 +12,9 @@ a grid of training runs (a timing, a diagnostic, a table read from committed res
     def iqm(args: argparse.Namespace) -> None: ...
 
 The command line imports only the study it is asked about, and of it only the modules that declare a probe, so a
-study's heavy imports (torch, dm_control) are paid by that study alone.
+study's heavy imports (torch, dm_control) are paid by that study alone. A script that jobs (or a write-up) still run
+by path ends with a shim to its probe, ``if __name__ == "__main__": run_script(probe_function)``, which takes the
+same options.
 """
 
 import argparse
