@@ -41,8 +41,8 @@ label_margin=0.05              364.0      993.4      907.8      508.4      977.2
   ``benchmarks/defaults/README.md`` reports).
 - "200 first, then 25 every 8k" is not a regression of today's defaults: it ends far above its start on all 13
   seeds screened (1-4, 31-39), above the defaults on 7 of them. Its 400.4 on seed 1 in ``demo/README.md`` was
-  measured on the demo as it was before issue 41's defaults, not on today's library. No guard of today's main can fail it, so this one
-  does not.
+  measured on the demo as it was before issue 41's defaults, not on today's library. No guard of today's main can
+  fail it, so this one does not.
 - Seed 1 is one of the development seeds the default plan was chosen on (0-16), so the defaults passing on it is
   no evidence of quality; it is here because it is the only screened seed that catches ``label_margin=0.05``.
   Quality is reported on seeds nobody chose anything on: ``benchmarks/defaults`` (101-110) and the frozen
