@@ -89,6 +89,9 @@ ARMS: dict[str, Optional[dict[str, Any]]] = {
     "window_half": {"num_interaction": 6000, "model": dict(initial_mb_size=200, mb_size=25)},  # last label at 56k
     "window_two_thirds": {"num_interaction": 9000, "model": dict(initial_mb_size=200, mb_size=25)},  # ... at 80k
     "random_teacher": {"random_teacher": True},  # the floor: labels at random, the defaults otherwise
+    # issue 44's RIME with PEBBLE: B-Pref's mistake teacher (10% of answers flipped), without and with RIME's filter
+    "mistake10": {"teacher_kwargs": {"eps_mistake": 0.1}},
+    "mistake10_rime": {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True},
 }
 
 PHASES = {
@@ -108,6 +111,10 @@ PHASES = {
     "report_peer": dict(seeds=range(101, 104), arms=("ppo", "defaults", "random_teacher"), tasks=("Pendulum-v1-peer",)),
     "report_sac": dict(seeds=range(101, 104), arms=("ppo", "defaults"), tasks=("Pendulum-v1-sac",)),
     "report_long": dict(seeds=range(101, 104), arms=("ppo", "defaults", "handset"), tasks=("cartpole_swingup",)),
+    # issue 44: RIME with PEBBLE (SAC_REWARD) on Pendulum-v1, beside report_sac's SAC and oracle arms on the same seeds
+    "report_sac_rime": dict(
+        seeds=range(101, 104), arms=("mistake10", "mistake10_rime", "random_teacher"), tasks=("Pendulum-v1-sac",)
+    ),
     # about 1,800 CPU s per run (pebble/README.md): SAC and SAC_REWARD of a seed side by side, then the floor
     "report_walker_sac": dict(
         seeds=range(101, 104), arms=("ppo", "defaults", "random_teacher"), tasks=("walker_stand-sac",)

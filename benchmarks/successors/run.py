@@ -31,6 +31,10 @@ Studies:
   study's ``qpa_low`` arm (the queries alone) on the same seeds.
 - ``surf``: SURF's semi-supervised reward learning (``surf=True``: its runs' tau 0.99, lambda 1, mu 4, crops of up to
   5 steps) on cartpole_balance at the protocol's low budget (250 labels), the few-label gap it was made for.
+- ``surf_swingup``: the same on cartpole_swingup at 250 labels (400k steps), the task of SURF's kind (a reward that
+  takes many labels to shape) and the gap the issue names (0.48 of PPO at 250 labels).
+- ``rune_decay``: RUNE's PEBBLE setting (``rune_beta=0.05`` decaying by ``rune_decay=1e-5`` per env step: 0.05 at the
+  start, 0.0009 at 400k steps) on cartpole_swingup at 1000 labels, beside the constant ``rune`` arm on the same seeds.
 """
 
 import argparse
@@ -103,6 +107,18 @@ STUDIES: dict[str, dict[str, Any]] = {
         seeds=range(100, 105),
         protocol_arms=("ppo", "defaults_high", "defaults_low", "floor_high"),
         arms={"surf_low": (1, {"surf": True})},
+    ),
+    "surf_swingup": dict(
+        tasks=("cartpole_swingup",),
+        seeds=range(100, 105),
+        protocol_arms=("ppo", "defaults_high", "defaults_low", "floor_high"),
+        arms={"surf_low": (1, {"surf": True})},
+    ),
+    "rune_decay": dict(
+        tasks=("cartpole_swingup",),
+        seeds=range(100, 105),
+        protocol_arms=("ppo", "defaults_high", "floor_high"),
+        arms={"rune_decay_high": (0, {"rune_beta": 0.05, "rune_decay": 1e-5})},
     ),
 }
 
