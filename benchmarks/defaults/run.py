@@ -92,6 +92,10 @@ ARMS: dict[str, Optional[dict[str, Any]]] = {
     # issue 44's RIME with PEBBLE: B-Pref's mistake teacher (10% of answers flipped), without and with RIME's filter
     "mistake10": {"teacher_kwargs": {"eps_mistake": 0.1}},
     "mistake10_rime": {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True},
+    # issue 44's walker_stand arms for PEBBLE: QPA (queries and hybrid replay from the last 10 episodes, its DMC
+    # setting) and RIME's warm start (the reward model regressed onto the entropy reward, the critic kept)
+    "qpa": {"qpa_episodes": 10},
+    "rime_warm": {"rime_warm_start": True, "reset_critic": False},
 }
 
 PHASES = {
@@ -119,6 +123,8 @@ PHASES = {
     "report_walker_sac": dict(
         seeds=range(101, 104), arms=("ppo", "defaults", "random_teacher"), tasks=("walker_stand-sac",)
     ),
+    # issue 44: QPA and RIME's warm start on PEBBLE's walker_stand gap, beside report_walker_sac's arms on its seeds
+    "report_walker_successors": dict(seeds=range(101, 104), arms=("qpa", "rime_warm"), tasks=("walker_stand-sac",)),
 }
 
 
