@@ -8,15 +8,25 @@ import platform
 
 def cpu_name() -> str:
     """
-    The CPU's model name: ``/proc/cpuinfo``'s where there is one (Linux), else what :mod:`platform` knows.
+    The CPU's model name and its widest vector instructions: ``/proc/cpuinfo``'s where there is one (Linux), else
+    what :mod:`platform` knows. Why the instructions: two cloud machines both named "AMD EPYC" ran this project's
+    studies, one with AVX2 only and one with AVX512-BF16, and the second trains the same runs in about half the
+    CPU seconds, so a figure without them cannot be compared.
 
-    :return: the name ('?' when nothing names it)
+    :return: e.g. ``"AMD EPYC (AVX512-BF16)"`` ('?' when nothing names it)
     """
+    name, flags = "", set()
     try:
         with open("/proc/cpuinfo") as handle:
             for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                if line.startswith("model name") and not name:
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not flags:
+                    flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass  # no /proc (macOS, Windows): the platform's own name
-    return platform.processor() or platform.machine() or "?"
+    name = name or platform.processor() or platform.machine() or "?"
+    for flag, label in (("avx512_bf16", "AVX512-BF16"), ("avx512f", "AVX512"), ("avx2", "AVX2 only")):
+        if flag in flags:
+            return f"{name} ({label})"
+    return name

@@ -21,7 +21,6 @@ ordered so that the PPO run and the PPO_REWARD runs of a seed run side by side (
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 # Runs measure this checkout (its commit is recorded with each result), not whatever copy is installed.
 sys.path.insert(0, str(HERE.parents[1]))
 RESULTS = HERE / "results"
+from benchmarks.machine import cpu_name  # noqa: E402
 from benchmarks.study import Option, probe, run_script, shared  # noqa: E402  (the root is on the path from here)
 
 # The PPO the user already has (the README demo's on dm_control; RL Zoo's tuned PPO on Pendulum-v1).
@@ -225,7 +225,7 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
         settings={k: (v if isinstance(v, (int, float, str)) else repr(v)) for k, v in settings.items()},
         ep_rew_mean=float(np.mean([ep["r"] for ep in model.ep_info_buffer])) if model.ep_info_buffer else None,
         commit=subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip(),
-        cpu_model=platform.processor() or platform.machine(),
+        cpu_model=cpu_name(),
     )  # fmt: skip
     if extra is not None:
         plan = model.feedback_plan
