@@ -31,6 +31,40 @@ def load(seeds: str) -> dict:
     return runs
 
 
+#: what runs written before the name carried the CPU's instructions record (``platform.processor()``): every one of
+#: them ran on the AVX2-only AMD EPYC of the sessions before 2026-11-28 (the write-ups say so)
+LEGACY_CPU = "x86_64"
+
+
+def machine(run: dict) -> str:
+    """:return: the short name of the machine a run trained on, e.g. ``"AVX512-BF16"``"""
+    name = run.get("cpu_model", LEGACY_CPU)
+    return "AVX2 only" if name == LEGACY_CPU else name.rsplit("(", 1)[-1].rstrip(")")
+
+
+def cpu_cells(by_seed: dict, ppo: dict) -> tuple[str, str]:
+    """
+    The arm's CPU seconds per run (a mean per machine where its runs trained on more than one) and its CPU against
+    PPO's: the mean of per-seed ratios, each against PPO's run of that seed on the same machine (seconds on two CPUs
+    are not comparable: one trains the same run in about half the time).
+
+    :return: the two cells
+    """
+    per_machine: dict = defaultdict(list)
+    for run in by_seed.values():
+        per_machine[machine(run)].append(run["cpu_seconds"])
+    if len(per_machine) == 1:
+        cpu = f"{np.mean(next(iter(per_machine.values()))):.0f}"
+    else:
+        cpu = "; ".join(f"{np.mean(seconds):.0f} ({name})" for name, seconds in sorted(per_machine.items()))
+    ratios = [
+        run["cpu_seconds"] / ppo[seed]["cpu_seconds"]
+        for seed, run in by_seed.items()
+        if seed in ppo and machine(ppo[seed]) == machine(run)
+    ]
+    return cpu, (f"{np.mean(ratios):.2f}" + (f" (n={len(ratios)})" if len(ratios) < len(by_seed) else "") if ratios else "-")
+
+
 @probe(
     "table",
     "the tables of README.md, from the committed run files",
@@ -51,17 +85,15 @@ def table(args: argparse.Namespace) -> None:
         print("|---|" + "---|" * (len(seeds) + 7))
         ppo = arms.get("ppo", {})
         ppo_final = np.mean([r["final"] for r in ppo.values()]) if ppo else None
-        ppo_cpu = np.mean([r["cpu_seconds"] for r in ppo.values()]) if ppo else None
         low = RANDOM["Pendulum-v1"] if task.startswith("Pendulum-v1") else 0.0
         for arm, by_seed in sorted(arms.items()):
             cells = [f"{by_seed[s]['start']:.0f} → **{by_seed[s]['final']:.1f}**" if s in by_seed else "" for s in seeds]
             final = np.mean([r["final"] for r in by_seed.values()])
             iqm = trim_mean([r["final"] for r in by_seed.values()], 0.25)
             above = sum(r["final"] > r["start"] for r in by_seed.values())
-            cpu = np.mean([r["cpu_seconds"] for r in by_seed.values()])
+            cpu, cpu_ratio = cpu_cells(by_seed, ppo)
             # the 10 evaluations during training (5 episodes each): an area under the learning curve
             auc = np.mean([np.mean([value for _, value in r["curve"]]) for r in by_seed.values()])
             ratio = f"{(final - low) / (ppo_final - low):.2f}" if ppo_final is not None else ""
-            cpu_ratio = f"{cpu / ppo_cpu:.2f}" if ppo_cpu else ""
-            summary = f"{final:.1f} | {iqm:.1f} | {ratio} | {above} of {len(by_seed)} | {auc:.1f} | {cpu:.0f} | {cpu_ratio}"
+            summary = f"{final:.1f} | {iqm:.1f} | {ratio} | {above} of {len(by_seed)} | {auc:.1f} | {cpu} | {cpu_ratio}"
             print(f"| {arm} (n={len(by_seed)}) | " + " | ".join(cells) + f" | {summary} |")
