@@ -50,6 +50,7 @@ sys.path.insert(0, str(HERE.parent / "quality"))
 import protocol  # noqa: E402
 from protocol import run_jobs, settings_hash, train_one  # noqa: E402
 
+from benchmarks.defaults.table import machine  # noqa: E402
 from benchmarks.study import Option, probe, shared  # noqa: E402
 
 #: study -> tasks, seeds, the protocol's arms it reports beside its own, and its own arms (protocol budget index,
@@ -213,14 +214,17 @@ def report(study: str) -> None:
         for arm in arms:
             finals = [runs[arm][seed]["final"] for seed in seeds]
             mean = float(np.mean(finals))
-            cpu = np.mean([runs[arm][seed]["cpu_seconds"] for seed in seeds])
+            cpu = f'{np.mean([runs[arm][seed]["cpu_seconds"] for seed in seeds]):.0f}'
+            where = {machine(runs[arm][seed]) for seed in seeds}
+            if where != {machine(runs[arms[0]][seed]) for seed in seeds}:  # seconds on another CPU: say which
+                cpu += f" ({', '.join(sorted(where))})"
             agreement = [runs[arm][seed].get("oracle_agreement") for seed in seeds]
             agree = f"{np.mean(agreement):.3f}" if None not in agreement else "-"
             above = sum(runs[arm][seed]["final"] > runs[arm][seed]["start"] + 250 for seed in seeds)
             cells = " | ".join(f"{value:.1f}" for value in finals)
             print(
                 f"| {arm} | {cells} | {mean:.1f} | {(mean - random) / ppo:.2f} | {(mean - random) / oracle:.2f} | "
-                f"{agree} | {above} of {len(seeds)} | {cpu:.0f} |"
+                f"{agree} | {above} of {len(seeds)} | {cpu} |"
             )
         own = list(config["arms"])
         every = [seed for seed in config["seeds"] if all(seed in runs[arm] for arm in own)]
