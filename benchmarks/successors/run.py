@@ -37,6 +37,8 @@ Studies:
   start, 0.0009 at 400k steps) on cartpole_swingup at 1000 labels, beside the constant ``rune`` arm on the same seeds.
 - ``swingup_dev``: the choice of the best option or combination for swing-up at 1000 labels, on development seeds
   0-4: the defaults, RUNE's decaying beta, QPA's queries, and the two together.
+- ``cost_dev``: sizing the defaults' cost at a high label density (cartpole_balance, 1000 labels, development seeds
+  0-4): PPO, the defaults, and the defaults with at most 10 or 5 passes over the labels per round (``re_update``).
 """
 
 import argparse
@@ -135,6 +137,19 @@ STUDIES: dict[str, dict[str, Any]] = {
             "rune_decay_high": (0, {"rune_beta": 0.05, "rune_decay": 1e-5}),
             "qpa_high": (0, {"qpa_episodes": 10}),
             "rune_decay_qpa_high": (0, {"rune_beta": 0.05, "rune_decay": 1e-5, "qpa_episodes": 10}),
+        },
+    ),
+    # issue 44 item 4, sizing only: the defaults at a high label density cost ~1.4x PPO; how much of it, and of the
+    # return, goes with fewer passes per round (re_update caps the reward model's passes over the labels per round)
+    "cost_dev": dict(
+        tasks=("cartpole_balance",),
+        seeds=range(0, 5),
+        protocol_arms=(),
+        arms={
+            "ppo": (0, None),
+            "plain_high": (0, {}),
+            "re_update10_high": (0, {"re_update": 10}),
+            "re_update5_high": (0, {"re_update": 5}),
         },
     ),
 }
