@@ -37,6 +37,7 @@ Studies:
   start, 0.0009 at 400k steps) on cartpole_swingup at 1000 labels, beside the constant ``rune`` arm on the same seeds.
 - ``swingup_dev``: the choice of the best option or combination for swing-up at 1000 labels, on development seeds
   0-4: the defaults, RUNE's decaying beta, QPA's queries, and the two together.
+- ``swingup_best``: the choice of ``swingup_dev`` on fresh seeds 105-109, with PPO, the defaults and the floor.
 - ``cost_dev``: sizing the defaults' cost at a high label density (cartpole_balance, 1000 labels, development seeds
   0-4): PPO, the defaults, and the defaults with at most 10 or 5 passes over the labels per round (``re_update``).
 """
@@ -137,6 +138,19 @@ STUDIES: dict[str, dict[str, Any]] = {
             "rune_decay_high": (0, {"rune_beta": 0.05, "rune_decay": 1e-5}),
             "qpa_high": (0, {"qpa_episodes": 10}),
             "rune_decay_qpa_high": (0, {"rune_beta": 0.05, "rune_decay": 1e-5, "qpa_episodes": 10}),
+        },
+    ),
+    # the choice of swingup_dev (RUNE's decaying beta: 665.4 against the defaults' 594.1 over seeds 0-4), reported on
+    # seeds no swing-up run had used, with its own PPO, defaults and floor arms (the protocol's stop at seed 104)
+    "swingup_best": dict(
+        tasks=("cartpole_swingup",),
+        seeds=range(105, 110),
+        protocol_arms=(),
+        arms={
+            "ppo": (0, None),
+            "plain_high": (0, {}),
+            "floor_high": (0, {"random_teacher": True}),
+            "rune_decay_high": (0, {"rune_beta": 0.05, "rune_decay": 1e-5}),
         },
     ),
     # issue 44 item 4, sizing only: the defaults at a high label density cost ~1.4x PPO; how much of it, and of the
