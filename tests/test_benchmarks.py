@@ -110,3 +110,38 @@ def test_a_probe_reads_the_committed_results(capsys):
     # the quality grid's finished study: README.md's first table, from the committed runs
     assert main(["quality_grid", "tables"]) == 0
     assert "| cartpole_balance | 120k | 544.3 / 997.4 (n=5) | 1000 (n=5) | 0.93 [0.65, 0.98] |" in capsys.readouterr().out
+
+
+def test_cpu_against_ppo_pairs_runs_on_one_machine_only():
+    """Seconds on two CPUs are not compared: a seed whose PPO run trained elsewhere drops out of the ratio."""
+    from benchmarks.defaults.table import cpu_cells
+
+    fast, slow = "AMD EPYC (AVX512-BF16)", "x86_64"  # the second: a run written before the name carried the ISA
+    arm = {101: {"cpu_seconds": 60.0, "cpu_model": fast}, 102: {"cpu_seconds": 300.0, "cpu_model": slow}}
+    ppo = {101: {"cpu_seconds": 40.0, "cpu_model": fast}, 102: {"cpu_seconds": 100.0, "cpu_model": fast}}
+    cpu, ratio = cpu_cells(arm, ppo)
+    assert cpu == "300 (AVX2 only); 60 (AVX512-BF16)"
+    assert ratio == "1.50 (n=1)"  # 60 / 40; the 3.00 of seed 102 would mix two machines
+    ppo[102]["cpu_model"] = slow
+    assert cpu_cells(arm, ppo)[1] == "2.25"  # (1.5 + 3.0) / 2, each seed against its own machine's PPO
+
+
+def test_the_cpu_name_carries_its_vector_instructions():
+    from benchmarks.machine import cpu_name
+
+    name = cpu_name()
+    if os.path.exists("/proc/cpuinfo") and "avx2" in open("/proc/cpuinfo").read():
+        assert name.endswith(("(AVX512-BF16)", "(AVX512)", "(AVX2 only)")), name
+    assert name and name != "?"
+
+
+def test_a_cost_set_is_the_arm_its_plain_arm_and_ppo_each_once():
+    from benchmarks.successors.cost import cost_arms
+
+    assert cost_arms("surf_swingup") == [
+        ("cartpole_swingup", "ppo", "protocol"),
+        ("cartpole_swingup", "defaults_low", "protocol"),
+        ("cartpole_swingup", "surf_low", "own"),
+    ]
+    arms = [arm for _, arm, _ in cost_arms("swingup_best")]  # a study with a PPO arm of its own
+    assert sorted(arms) == sorted(set(arms)) and arms.count("ppo") == 1

@@ -30,7 +30,8 @@ def cost_arms(study: str) -> list[tuple[str, str, str]]:
     for task in config["tasks"]:
         plain = {("defaults_high", "defaults_low")[budget] for budget, _ in config["arms"].values()}
         rows += [(task, "ppo", "protocol"), *((task, arm, "protocol") for arm in sorted(plain))]
-        rows += [(task, arm, "own") for arm in config["arms"]]
+        # a study with arms of its own for PPO or the defaults (the fresh-seed reports) runs those once
+        rows += [(task, arm, "own") for arm in config["arms"] if arm not in ("ppo", "defaults_high", "defaults_low")]
     return rows
 
 
