@@ -254,8 +254,9 @@ def report(study: str) -> None:
         # a development study has no PPO or oracle arm: its arms are compared with each other only
         ppo = np.mean([runs["ppo"][seed]["final"] for seed in seeds]) - random if "ppo" in runs else float("nan")
         oracle = float("nan")
-        if "defaults_high" in runs:
-            oracle = np.mean([runs["defaults_high"][seed]["final"] for seed in seeds]) - random
+        plain = next((arm for arm in ("defaults_high", "plain_high") if arm in runs), None)  # the oracle teacher's
+        if plain is not None:
+            oracle = np.mean([runs[plain][seed]["final"] for seed in seeds]) - random
         for arm in arms:
             finals = [runs[arm][seed]["final"] for seed in seeds]
             mean = float(np.mean(finals))
