@@ -30,3 +30,14 @@ def cpu_name() -> str:
         if flag in flags:
             return f"{name} ({label})"
     return name
+
+
+#: what runs written before the name carried the CPU's instructions record (``platform.processor()``): every one of
+#: them ran on the AVX2-only AMD EPYC of the sessions before 2026-11-28 (the write-ups say so)
+LEGACY_CPU = "x86_64"
+
+
+def machine(run: dict) -> str:
+    """:return: the short name of the machine a run's JSON says it trained on (its ``cpu_model``), e.g. ``"AVX512-BF16"``"""
+    name = run.get("cpu_model", LEGACY_CPU)
+    return "AVX2 only" if name == LEGACY_CPU else name.rsplit("(", 1)[-1].rstrip(")")

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import trim_mean
 
+from benchmarks.machine import machine
 from benchmarks.study import probe, shared
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -29,17 +30,6 @@ def load(seeds: str) -> dict:
         if group == seeds:
             runs[run["task"]][run["arm"]][run["seed"]] = run
     return runs
-
-
-#: what runs written before the name carried the CPU's instructions record (``platform.processor()``): every one of
-#: them ran on the AVX2-only AMD EPYC of the sessions before 2026-11-28 (the write-ups say so)
-LEGACY_CPU = "x86_64"
-
-
-def machine(run: dict) -> str:
-    """:return: the short name of the machine a run trained on, e.g. ``"AVX512-BF16"``"""
-    name = run.get("cpu_model", LEGACY_CPU)
-    return "AVX2 only" if name == LEGACY_CPU else name.rsplit("(", 1)[-1].rstrip(")")
 
 
 def cpu_cells(by_seed: dict, ppo: dict) -> tuple[str, str]:

@@ -16,11 +16,16 @@ import json
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from benchmarks.defaults.table import machine
-from benchmarks.study import Option, probe
+from benchmarks.machine import machine
+from benchmarks.study import probe, shared
 from benchmarks.successors import run as successors
 
 COST = "cost"
+
+
+def plain_arm(budget_index: int) -> str:
+    """:return: the protocol's defaults arm at a budget (0: high, 1: low), the plain method an arm is costed against"""
+    return ("defaults_high", "defaults_low")[budget_index]
 
 
 def cost_arms(study: str) -> list[tuple[str, str, str]]:
@@ -28,7 +33,7 @@ def cost_arms(study: str) -> list[tuple[str, str, str]]:
     config = successors.STUDIES[study]
     rows: list[tuple[str, str, str]] = []
     for task in config["tasks"]:
-        plain = {("defaults_high", "defaults_low")[budget] for budget, _ in config["arms"].values()}
+        plain = {plain_arm(budget) for budget, _ in config["arms"].values()}
         rows += [(task, "ppo", "protocol"), *((task, arm, "protocol") for arm in sorted(plain))]
         # a study with arms of its own for PPO or the defaults (the fresh-seed reports) runs those once
         rows += [(task, arm, "own") for arm in config["arms"] if arm not in ("ppo", "defaults_high", "defaults_low")]
@@ -51,7 +56,7 @@ def cost_run(study: str, task: str, arm: str, kind: str, seed: int) -> str:
     "cost",
     "the study's arms, their plain arms and PPO on one seed, side by side on this machine (their CPU seconds)",
     successors.STUDY,
-    Option("--seed", "the seed of the set", type=int, default=100),
+    shared("seed", help="the seed of the set", default=100),
 )
 def cost(args: argparse.Namespace) -> None:
     """
@@ -85,7 +90,7 @@ def cost_table(args: argparse.Namespace) -> None:
             for (seed, arm), run in sorted(runs.items()):
                 ppo = runs.get((seed, "ppo"))
                 own = successors.STUDIES[study]["arms"].get(arm)
-                plain = runs.get((seed, ("defaults_high", "defaults_low")[own[0]])) if own else None
+                plain = runs.get((seed, plain_arm(own[0]))) if own else None
                 print(
                     f"| {study} | {task_dir.name} | {seed} | {machine(run)} | {arm} | {run['cpu_seconds']:.0f} | "
                     f"{cpu_ratio(run, plain)} | {cpu_ratio(run, ppo)} | {run['final']:.1f} |"

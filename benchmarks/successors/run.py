@@ -55,7 +55,7 @@ sys.path.insert(0, str(HERE.parent / "quality"))
 import protocol  # noqa: E402
 from protocol import run_jobs, settings_hash, train_one  # noqa: E402
 
-from benchmarks.defaults.table import machine  # noqa: E402
+from benchmarks.machine import machine  # noqa: E402
 from benchmarks.study import Option, probe, shared  # noqa: E402
 
 #: study -> tasks, seeds, the protocol's arms it reports beside its own, and its own arms (protocol budget index,
