@@ -98,6 +98,10 @@ def test_serve_mode_keeps_the_instruction_and_says_no_training_runs(tmp_path, ne
         expect()(page.locator("#training")).to_contain_text("No training process is running")
         assert "Training is running" not in page.inner_text("body")
         answer_when_ready(page, 1, "#btn-left")
+        # The poll fills #empty's text while it is still hidden: wait for the server's reply to the answer itself,
+        # or the server may close before the answer is stored.
+        expect()(page.locator("#note")).to_contain_text("Saved: Left is better (pair 1)")
+        expect()(page.locator("#empty")).to_be_visible()
         expect()(page.locator("#empty")).to_contain_text("when the training is resumed")
         assert server.app is not None and server.token
     finally:
