@@ -40,6 +40,9 @@ Studies:
 - ``swingup_best``: the choice of ``swingup_dev`` on fresh seeds 105-109, with PPO, the defaults and the floor.
 - ``cost_dev``: sizing the defaults' cost at a high label density (cartpole_balance, 1000 labels, development seeds
   0-4): PPO, the defaults, and the defaults with at most 10 or 5 passes over the labels per round (``re_update``).
+- ``cost_pendulum_dev``: the same candidate (``re_update=10``) on Pendulum-v1's 200 labels, development seeds 0-4
+  (and ``swingup_dev``'s ``re_update10_high`` arm on swing-up).
+- ``cost_report``: the candidate on cartpole_balance's protocol seeds 100-109, beside its own PPO and defaults arms.
 """
 
 import argparse
@@ -138,6 +141,8 @@ STUDIES: dict[str, dict[str, Any]] = {
             "rune_decay_high": (0, {"rune_beta": 0.05, "rune_decay": 1e-5}),
             "qpa_high": (0, {"qpa_episodes": 10}),
             "rune_decay_qpa_high": (0, {"rune_beta": 0.05, "rune_decay": 1e-5, "qpa_episodes": 10}),
+            # cost_dev's candidate (at most 10 passes per round), checked where the reward model trains longest
+            "re_update10_high": (0, {"re_update": 10}),
         },
     ),
     # the choice of swingup_dev (RUNE's decaying beta: 665.4 against the defaults' 594.1 over seeds 0-4), reported on
@@ -164,6 +169,30 @@ STUDIES: dict[str, dict[str, Any]] = {
             "plain_high": (0, {}),
             "re_update10_high": (0, {"re_update": 10}),
             "re_update5_high": (0, {"re_update": 5}),
+        },
+    ),
+    # cost_dev's candidate on the other task the defaults were planned on (few labels, 4 envs), development seeds
+    "cost_pendulum_dev": dict(
+        tasks=("Pendulum-v1",),
+        seeds=range(0, 5),
+        protocol_arms=(),
+        arms={
+            "ppo": (0, None),
+            "plain_high": (0, {}),
+            "re_update10_high": (0, {"re_update": 10}),
+        },
+    ),
+    # the candidate chosen on cost_dev's seeds 0-4 (re_update=10: 993.4 against the defaults' 854.5 over seeds 0-4,
+    # 0.93x their CPU), reported on the protocol's cartpole_balance seeds with its own PPO and defaults arms, run
+    # side by side, one process per core, so the CPU ratios pair
+    "cost_report": dict(
+        tasks=("cartpole_balance",),
+        seeds=range(100, 110),
+        protocol_arms=(),
+        arms={
+            "ppo": (0, None),
+            "plain_high": (0, {}),
+            "re_update10_high": (0, {"re_update": 10}),
         },
     ),
 }
