@@ -42,7 +42,9 @@ Studies:
   0-4): PPO, the defaults, and the defaults with at most 10 or 5 passes over the labels per round (``re_update``).
 - ``cost_pendulum_dev``: the same candidate (``re_update=10``) on Pendulum-v1's 200 labels, development seeds 0-4
   (and ``swingup_dev``'s ``re_update10_high`` arm on swing-up).
-- ``cost_report``: the candidate on cartpole_balance's protocol seeds 100-109, beside its own PPO and defaults arms.
+- ``cost_report``: the candidate on cartpole_balance's protocol seeds 100-109, beside its own PPO and defaults arms;
+  ``cost_pendulum_report`` the same on Pendulum-v1's seeds 100-104, and ``swingup_best``'s ``re_update10_high`` arm
+  on swing-up's fresh seeds 105-109.
 """
 
 import argparse
@@ -156,6 +158,8 @@ STUDIES: dict[str, dict[str, Any]] = {
             "plain_high": (0, {}),
             "floor_high": (0, {"random_teacher": True}),
             "rune_decay_high": (0, {"rune_beta": 0.05, "rune_decay": 1e-5}),
+            # cost_report's candidate (at most 10 reward passes per round) on the same fresh seeds
+            "re_update10_high": (0, {"re_update": 10}),
         },
     ),
     # issue 44 item 4, sizing only: the defaults at a high label density cost ~1.4x PPO; how much of it, and of the
@@ -175,6 +179,17 @@ STUDIES: dict[str, dict[str, Any]] = {
     "cost_pendulum_dev": dict(
         tasks=("Pendulum-v1",),
         seeds=range(0, 5),
+        protocol_arms=(),
+        arms={
+            "ppo": (0, None),
+            "plain_high": (0, {}),
+            "re_update10_high": (0, {"re_update": 10}),
+        },
+    ),
+    # the candidate on Pendulum-v1's protocol seeds, with its own PPO and defaults arms, side by side
+    "cost_pendulum_report": dict(
+        tasks=("Pendulum-v1",),
+        seeds=range(100, 105),
         protocol_arms=(),
         arms={
             "ppo": (0, None),
