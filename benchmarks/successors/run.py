@@ -38,6 +38,7 @@ Studies:
 - ``swingup_dev``: the choice of the best option or combination for swing-up at 1000 labels, on development seeds
   0-4: the defaults, RUNE's decaying beta, QPA's queries, and the two together.
 - ``swingup_best``: the choice of ``swingup_dev`` on fresh seeds 105-109, with PPO, the defaults and the floor.
+- ``rime_uniform_dev``: RIME with uniform queries (its own setting) at 10% and 30% mistakes, development seeds 0-4.
 - ``cost_dev``: sizing the defaults' cost at a high label density (cartpole_balance, 1000 labels, development seeds
   0-4): PPO, the defaults, and the defaults with at most 10 or 5 passes over the labels per round (``re_update``).
 - ``cost_pendulum_dev``: the same candidate (``re_update=10``) on Pendulum-v1's 200 labels, development seeds 0-4
@@ -75,6 +76,25 @@ STUDIES: dict[str, dict[str, Any]] = {
             "mistake10_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True}),
             "mistake30_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}}),
             "mistake30_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}, "rime": True}),
+        },
+    ),
+    # the lead of the rime study's development probe (one seed: RIME with uniform queries, RIME's own setting, 939.7
+    # at 30% mistakes where it reached 192.6 with the default disagreement queries), on development seeds 0-4
+    "rime_uniform_dev": dict(
+        tasks=("cartpole_balance",),
+        seeds=range(0, 5),
+        protocol_arms=(),
+        arms={
+            "plain_high": (0, {}),
+            "mistake10_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}}),
+            "mistake10_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True}),
+            "mistake10_rime_uniform_high": (
+                0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True, "feed_type": "uniform"}
+            ),
+            "mistake30_uniform_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}, "feed_type": "uniform"}),
+            "mistake30_rime_uniform_high": (
+                0, {"teacher_kwargs": {"eps_mistake": 0.3}, "rime": True, "feed_type": "uniform"}
+            ),
         },
     ),
     "rime_pendulum": dict(
