@@ -39,6 +39,7 @@ Studies:
   0-4: the defaults, RUNE's decaying beta, QPA's queries, and the two together.
 - ``swingup_best``: the choice of ``swingup_dev`` on fresh seeds 105-109, with PPO, the defaults and the floor.
 - ``rime_uniform_dev``: RIME with uniform queries (its own setting) at 10% and 30% mistakes, development seeds 0-4.
+- ``rime_uniform``: its lead at 30% mistakes on the fresh seeds 100-104.
 - ``cost_dev``: sizing the defaults' cost at a high label density (cartpole_balance, 1000 labels, development seeds
   0-4): PPO, the defaults, and the defaults with at most 10 or 5 passes over the labels per round (``re_update``).
 - ``cost_pendulum_dev``: the same candidate (``re_update=10``) on Pendulum-v1's 200 labels, development seeds 0-4
@@ -91,6 +92,19 @@ STUDIES: dict[str, dict[str, Any]] = {
             "mistake10_rime_uniform_high": (
                 0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True, "feed_type": "uniform"}
             ),
+            "mistake30_uniform_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}, "feed_type": "uniform"}),
+            "mistake30_rime_uniform_high": (
+                0, {"teacher_kwargs": {"eps_mistake": 0.3}, "rime": True, "feed_type": "uniform"}
+            ),
+        },
+    ),
+    # rime_uniform_dev's lead (30% mistakes: RIME with uniform queries 596.4 against 342.9 without, seeds 0-4), on the
+    # rime study's fresh seeds
+    "rime_uniform": dict(
+        tasks=("cartpole_balance",),
+        seeds=range(100, 105),
+        protocol_arms=("ppo", "defaults_high", "floor_high"),
+        arms={
             "mistake30_uniform_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}, "feed_type": "uniform"}),
             "mistake30_rime_uniform_high": (
                 0, {"teacher_kwargs": {"eps_mistake": 0.3}, "rime": True, "feed_type": "uniform"}
