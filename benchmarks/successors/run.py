@@ -65,6 +65,19 @@ from protocol import run_jobs, settings_hash, train_one  # noqa: E402
 from benchmarks.machine import machine  # noqa: E402
 from benchmarks.study import Option, probe, shared  # noqa: E402
 
+#: the cost cut's arms, side by side on one machine: PPO, the defaults, at most 10 reward passes per round
+_COST_ARMS: dict[str, tuple[int, Optional[dict[str, Any]]]] = {
+    "ppo": (0, None),
+    "plain_high": (0, {}),
+    "re_update10_high": (0, {"re_update": 10}),
+}
+
+#: RIME's own setting (uniform queries) with the 30% teacher, with and without the filter
+_MISTAKE30_UNIFORM_ARMS: dict[str, tuple[int, Optional[dict[str, Any]]]] = {
+    "mistake30_uniform_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}, "feed_type": "uniform"}),
+    "mistake30_rime_uniform_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}, "rime": True, "feed_type": "uniform"}),
+}
+
 #: study -> tasks, seeds, the protocol's arms it reports beside its own, and its own arms (protocol budget index,
 #: PPO_REWARD options)
 STUDIES: dict[str, dict[str, Any]] = {
@@ -92,10 +105,7 @@ STUDIES: dict[str, dict[str, Any]] = {
             "mistake10_rime_uniform_high": (
                 0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True, "feed_type": "uniform"}
             ),
-            "mistake30_uniform_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}, "feed_type": "uniform"}),
-            "mistake30_rime_uniform_high": (
-                0, {"teacher_kwargs": {"eps_mistake": 0.3}, "rime": True, "feed_type": "uniform"}
-            ),
+            **_MISTAKE30_UNIFORM_ARMS,
         },
     ),
     # rime_uniform_dev's lead (30% mistakes: RIME with uniform queries 596.4 against 342.9 without, seeds 0-4), on the
@@ -104,12 +114,7 @@ STUDIES: dict[str, dict[str, Any]] = {
         tasks=("cartpole_balance",),
         seeds=range(100, 105),
         protocol_arms=("ppo", "defaults_high", "floor_high"),
-        arms={
-            "mistake30_uniform_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}, "feed_type": "uniform"}),
-            "mistake30_rime_uniform_high": (
-                0, {"teacher_kwargs": {"eps_mistake": 0.3}, "rime": True, "feed_type": "uniform"}
-            ),
-        },
+        arms=_MISTAKE30_UNIFORM_ARMS,
     ),
     "rime_pendulum": dict(
         tasks=("Pendulum-v1",),
@@ -202,34 +207,21 @@ STUDIES: dict[str, dict[str, Any]] = {
         tasks=("cartpole_balance",),
         seeds=range(0, 5),
         protocol_arms=(),
-        arms={
-            "ppo": (0, None),
-            "plain_high": (0, {}),
-            "re_update10_high": (0, {"re_update": 10}),
-            "re_update5_high": (0, {"re_update": 5}),
-        },
+        arms={**_COST_ARMS, "re_update5_high": (0, {"re_update": 5})},
     ),
     # cost_dev's candidate on the other task the defaults were planned on (few labels, 4 envs), development seeds
     "cost_pendulum_dev": dict(
         tasks=("Pendulum-v1",),
         seeds=range(0, 5),
         protocol_arms=(),
-        arms={
-            "ppo": (0, None),
-            "plain_high": (0, {}),
-            "re_update10_high": (0, {"re_update": 10}),
-        },
+        arms=_COST_ARMS,
     ),
     # the candidate on Pendulum-v1's protocol seeds, with its own PPO and defaults arms, side by side
     "cost_pendulum_report": dict(
         tasks=("Pendulum-v1",),
         seeds=range(100, 105),
         protocol_arms=(),
-        arms={
-            "ppo": (0, None),
-            "plain_high": (0, {}),
-            "re_update10_high": (0, {"re_update": 10}),
-        },
+        arms=_COST_ARMS,
     ),
     # the candidate chosen on cost_dev's seeds 0-4 (re_update=10: 993.4 against the defaults' 854.5 over seeds 0-4,
     # 0.93x their CPU), reported on the protocol's cartpole_balance seeds with its own PPO and defaults arms, run
@@ -238,11 +230,7 @@ STUDIES: dict[str, dict[str, Any]] = {
         tasks=("cartpole_balance",),
         seeds=range(100, 110),
         protocol_arms=(),
-        arms={
-            "ppo": (0, None),
-            "plain_high": (0, {}),
-            "re_update10_high": (0, {"re_update": 10}),
-        },
+        arms=_COST_ARMS,
     ),
 }
 
