@@ -23,9 +23,13 @@ from benchmarks.successors import run as successors
 COST = "cost"
 
 
+#: the protocol's defaults arms, by budget index (0: high, 1: low)
+PLAIN_ARMS = ("defaults_high", "defaults_low")
+
+
 def plain_arm(budget_index: int) -> str:
     """:return: the protocol's defaults arm at a budget (0: high, 1: low), the plain method an arm is costed against"""
-    return ("defaults_high", "defaults_low")[budget_index]
+    return PLAIN_ARMS[budget_index]
 
 
 def cost_arms(study: str) -> list[tuple[str, str, str]]:
@@ -36,7 +40,7 @@ def cost_arms(study: str) -> list[tuple[str, str, str]]:
         plain = {plain_arm(budget) for budget, _ in config["arms"].values()}
         rows += [(task, "ppo", "protocol"), *((task, arm, "protocol") for arm in sorted(plain))]
         # a study with arms of its own for PPO or the defaults (the fresh-seed reports) runs those once
-        rows += [(task, arm, "own") for arm in config["arms"] if arm not in ("ppo", "defaults_high", "defaults_low")]
+        rows += [(task, arm, "own") for arm in config["arms"] if arm not in ("ppo", *PLAIN_ARMS)]
     return rows
 
 

@@ -183,7 +183,7 @@ STUDIES: dict[str, dict[str, Any]] = {
             "qpa_high": (0, {"qpa_episodes": 10}),
             "rune_decay_qpa_high": (0, {"rune_beta": 0.05, "rune_decay": 1e-5, "qpa_episodes": 10}),
             # cost_dev's candidate (at most 10 passes per round), checked where the reward model trains longest
-            "re_update10_high": (0, {"re_update": 10}),
+            "re_update10_high": _COST_ARMS["re_update10_high"],
         },
     ),
     # the choice of swingup_dev (RUNE's decaying beta: 665.4 against the defaults' 594.1 over seeds 0-4), reported on
@@ -198,7 +198,7 @@ STUDIES: dict[str, dict[str, Any]] = {
             "floor_high": (0, {"random_teacher": True}),
             "rune_decay_high": (0, {"rune_beta": 0.05, "rune_decay": 1e-5}),
             # cost_report's candidate (at most 10 reward passes per round) on the same fresh seeds
-            "re_update10_high": (0, {"re_update": 10}),
+            "re_update10_high": _COST_ARMS["re_update10_high"],
         },
     ),
     # issue 44 item 4, sizing only: the defaults at a high label density cost ~1.4x PPO; how much of it, and of the
