@@ -9,6 +9,7 @@ teacher and a label budget, against PPO on the true reward, the best hand-set sc
     python -m benchmarks defaults run --phase report_long    # cartpole_swingup at 400k steps
     python -m benchmarks defaults run --phase report_peer    # the peer's Pendulum-v1 tutorial budget
     python -m benchmarks defaults run --phase report_walker_sac  # SAC_REWARD against SAC on walker_stand, 100k
+    python -m benchmarks defaults run --phase report_snippet     # the README's snippet: walker_walk at 1M beside PPO
     python -m benchmarks defaults table                 # the tables of README.md
 
 ``python benchmarks/defaults/run.py --phase ...`` still works: jobs run it so.
@@ -75,6 +76,9 @@ TASKS: dict[str, dict[str, Any]] = {
     # issue 41's SAC bar: SAC_REWARD at its defaults against SB3's SAC on dm_control walker_stand, 100k steps, B-Pref's
     # 1000 labels (pebble/README.md measured PEBBLE's hand-set schedule there: 0.65 of SAC)
     "walker_stand-sac": dict(steps=100_000, labels=1000, n_envs=1, sac=True, handset=None),
+    # the README's swap snippet as written: walker_walk, 8 envs, PPO with n_steps=500 (SB3's defaults otherwise),
+    # 1M steps, B-Pref's 1000 labels; issue 41's bar is 0.9 of PPO with the same settings, 3 seeds side by side
+    "walker_walk": dict(steps=1_000_000, labels=1000, n_envs=8, ppo=dict(n_steps=500), handset=None),
 }  # fmt: skip
 
 #: arm -> what PPO_REWARD gets beyond the user's PPO (None: PPO on the true reward)
@@ -125,6 +129,10 @@ PHASES = {
     ),
     # issue 44: QPA and RIME's warm start on PEBBLE's walker_stand gap, beside report_walker_sac's arms on its seeds
     "report_walker_successors": dict(seeds=range(101, 104), arms=("qpa", "rime_warm"), tasks=("walker_stand-sac",)),
+    # about 40 CPU-minutes per run: a seed's PPO and PPO_REWARD side by side, one per core
+    "report_snippet": dict(seeds=range(101, 104), arms=("ppo", "defaults"), tasks=("walker_walk",)),
+    # the floor beside it, after the pairs
+    "report_snippet_floor": dict(seeds=range(101, 104), arms=("random_teacher",), tasks=("walker_walk",)),
 }
 
 
