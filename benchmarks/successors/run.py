@@ -116,6 +116,17 @@ STUDIES: dict[str, dict[str, Any]] = {
         protocol_arms=("ppo", "defaults_high", "floor_high"),
         arms=_MISTAKE30_UNIFORM_ARMS,
     ),
+    # the rime study's 10% arms on the protocol's other five fresh seeds (its RIME verdict, 0.72 of the oracle arm,
+    # rests on four seeds): nothing is chosen here, the arms are the rime study's
+    "rime_more": dict(
+        tasks=("cartpole_balance",),
+        seeds=range(105, 110),
+        protocol_arms=("ppo", "defaults_high", "floor_high"),
+        arms={
+            "mistake10_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}}),
+            "mistake10_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True}),
+        },
+    ),
     "rime_pendulum": dict(
         tasks=("Pendulum-v1",),
         seeds=range(100, 105),
