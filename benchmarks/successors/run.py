@@ -78,6 +78,13 @@ _MISTAKE30_UNIFORM_ARMS: dict[str, tuple[int, Optional[dict[str, Any]]]] = {
     "mistake30_rime_uniform_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}, "rime": True, "feed_type": "uniform"}),
 }
 
+#: cartpole_swingup at 1000 labels (400k steps, 2k-step rollouts, 10k of pretraining): the plan's first round of 250
+#: and rounds of 94, its last label not at a third of the run (the plan's 133k) but at two thirds or at the end
+_SWINGUP_WINDOW_ARMS: dict[str, tuple[int, dict[str, Any]]] = {
+    "window_two_thirds_high": (0, {"num_interaction": 32_000, "model": {"initial_mb_size": 250, "mb_size": 94}}),
+    "window_end_high": (0, {"num_interaction": 48_000, "model": {"initial_mb_size": 250, "mb_size": 94}}),
+}
+
 #: study -> tasks, seeds, the protocol's arms it reports beside its own, and its own arms (protocol budget index,
 #: PPO_REWARD options)
 STUDIES: dict[str, dict[str, Any]] = {
@@ -195,6 +202,11 @@ STUDIES: dict[str, dict[str, Any]] = {
             "rune_decay_qpa_high": (0, {"rune_beta": 0.05, "rune_decay": 1e-5, "qpa_episodes": 10}),
             # cost_dev's candidate (at most 10 passes per round), checked where the reward model trains longest
             "re_update10_high": _COST_ARMS["re_update10_high"],
+            # added after swingup_best: every arm reaches about PPO's level mid-run (the curve's best evaluations)
+            # and loses it by the end, after the last label (133k of 400k). The same labels (250 first, then rounds
+            # of 94) asked until two thirds of the run, or until its end, so the states of the policy that balances
+            # get labelled too
+            **_SWINGUP_WINDOW_ARMS,
         },
     ),
     # the choice of swingup_dev (RUNE's decaying beta: 665.4 against the defaults' 594.1 over seeds 0-4), reported on
