@@ -130,6 +130,8 @@ STUDIES: dict[str, dict[str, Any]] = {
         seeds=range(105, 110),
         protocol_arms=("ppo", "defaults_high", "floor_high"),
         arms={
+            # the oracle arm again, on the machine these arms ran on (the protocol's ran on the AVX2-only CPU, float32)
+            "oracle_here_high": (0, {}),
             "mistake10_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}}),
             "mistake10_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True}),
         },
