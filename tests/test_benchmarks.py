@@ -145,3 +145,24 @@ def test_a_cost_set_is_the_arm_its_plain_arm_and_ppo_each_once():
     ]
     arms = [arm for _, arm, _ in cost_arms("swingup_best")]  # a study with a PPO arm of its own
     assert sorted(arms) == sorted(set(arms)) and arms.count("ppo") == 1
+
+
+def test_a_label_window_arm_plans_its_own_window_and_leaves_the_library_s():
+    """The defaults study's label-window candidates: the plan inside asks its last label at that share of the run."""
+    from benchmarks.defaults.run import plan_window
+    from sb3_pref.core import feedback_plan
+
+    default = feedback_plan.LABEL_WINDOW
+
+    def last_label(window):
+        with plan_window(window):
+            plan = feedback_plan.plan_feedback("auto", "on_policy", 1_000_000, 1000, 4000, {})
+        return plan.rounds()[-1][0], sum(n for _, n in plan.rounds())
+
+    assert last_label(None) == (328_000, 1000)  # the README snippet's plan: the last of 8 rounds by a third
+    assert last_label(2 / 3) == (680_000, 1000)
+    assert last_label(0.9) == (904_000, 1000)
+    assert feedback_plan.LABEL_WINDOW == default
+    with pytest.raises(RuntimeError), plan_window(0.5):
+        raise RuntimeError("a run that fails still gives the window back")
+    assert feedback_plan.LABEL_WINDOW == default
