@@ -134,6 +134,8 @@ PHASES = {
     "report_walker_sac": dict(
         seeds=range(101, 104), arms=("ppo", "defaults", "random_teacher"), tasks=("walker_stand-sac",)
     ),
+    # two more fresh seeds for the SAC bar (0.89 of SAC over 101-103, against 0.9), SAC and SAC_REWARD side by side
+    "report_walker_sac_more": dict(seeds=range(104, 106), arms=("ppo", "defaults"), tasks=("walker_stand-sac",)),
     # issue 44: QPA and RIME's warm start on PEBBLE's walker_stand gap, beside report_walker_sac's arms on its seeds
     "report_walker_successors": dict(seeds=range(101, 104), arms=("qpa", "rime_warm"), tasks=("walker_stand-sac",)),
     # about 40 CPU-minutes per run: a seed's PPO and PPO_REWARD side by side, one per core
