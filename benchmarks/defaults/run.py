@@ -100,6 +100,9 @@ ARMS: dict[str, Optional[dict[str, Any]]] = {
     # nine tenths of it (the plan's window for this run only; nothing else given)
     "label_window_two_thirds": {"label_window": 2 / 3},
     "label_window_nine_tenths": {"label_window": 0.9},
+    # after the label window: walker_walk's reward ranks the policy's own segments at 0.67-0.84, and the library's
+    # reward network (3 members of 2x64, chosen on cartpole and Pendulum) is small for 30 inputs: B-Pref's 3x256
+    "bpref_net": {"model": dict(hidden_dim=256, n_layers=3, lr=3e-4)},
     # issue 44's RIME with PEBBLE: B-Pref's mistake teacher (10% of answers flipped), without and with RIME's filter
     "mistake10": {"teacher_kwargs": {"eps_mistake": 0.1}},
     "mistake10_rime": {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True},
@@ -143,6 +146,7 @@ PHASES = {
     "dev_snippet": dict(
         seeds=range(5), arms=("defaults", "label_window_two_thirds", "label_window_nine_tenths"), tasks=("walker_walk",)
     ),
+    "dev_snippet_net": dict(seeds=range(2), arms=("bpref_net",), tasks=("walker_walk",)),
     "report_snippet": dict(seeds=range(101, 104), arms=("ppo", "defaults"), tasks=("walker_walk",)),
     # the floor beside it, after the pairs
     "report_snippet_floor": dict(seeds=range(101, 104), arms=("random_teacher",), tasks=("walker_walk",)),
