@@ -72,6 +72,12 @@ _COST_ARMS: dict[str, tuple[int, Optional[dict[str, Any]]]] = {
     "re_update10_high": (0, {"re_update": 10}),
 }
 
+#: B-Pref's mistake teacher at 10%, without and with RIME's filter
+_MISTAKE10_ARMS: dict[str, tuple[int, Optional[dict[str, Any]]]] = {
+    "mistake10_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}}),
+    "mistake10_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True}),
+}
+
 #: RIME's own setting (uniform queries) with the 30% teacher, with and without the filter
 _MISTAKE30_UNIFORM_ARMS: dict[str, tuple[int, Optional[dict[str, Any]]]] = {
     "mistake30_uniform_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}, "feed_type": "uniform"}),
@@ -93,8 +99,7 @@ STUDIES: dict[str, dict[str, Any]] = {
         seeds=range(100, 105),
         protocol_arms=("ppo", "defaults_high", "floor_high"),
         arms={
-            "mistake10_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}}),
-            "mistake10_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True}),
+            **_MISTAKE10_ARMS,
             "mistake30_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}}),
             "mistake30_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.3}, "rime": True}),
         },
@@ -107,8 +112,7 @@ STUDIES: dict[str, dict[str, Any]] = {
         protocol_arms=(),
         arms={
             "plain_high": (0, {}),
-            "mistake10_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}}),
-            "mistake10_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True}),
+            **_MISTAKE10_ARMS,
             "mistake10_rime_uniform_high": (
                 0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True, "feed_type": "uniform"}
             ),
@@ -132,8 +136,7 @@ STUDIES: dict[str, dict[str, Any]] = {
         arms={
             # the oracle arm again, on the machine these arms ran on (the protocol's ran on the AVX2-only CPU, float32)
             "oracle_here_high": (0, {}),
-            "mistake10_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}}),
-            "mistake10_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True}),
+            **_MISTAKE10_ARMS,
         },
     ),
     "rime_pendulum": dict(
@@ -141,8 +144,7 @@ STUDIES: dict[str, dict[str, Any]] = {
         seeds=range(100, 105),
         protocol_arms=("ppo", "defaults_high", "floor_high"),
         arms={
-            "mistake10_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}}),
-            "mistake10_rime_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True}),
+            **_MISTAKE10_ARMS,
         },
     ),
     "qpa": dict(
