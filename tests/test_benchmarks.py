@@ -166,3 +166,27 @@ def test_a_label_window_arm_plans_its_own_window_and_leaves_the_library_s():
     with pytest.raises(RuntimeError), plan_window(0.5):
         raise RuntimeError("a run that fails still gives the window back")
     assert feedback_plan.LABEL_WINDOW == default
+
+
+def test_the_reward_shape_look_scores_a_faithful_reward_high_and_a_flat_top_low():
+    """reward_shape.look: a reward equal to the true one orders every segment pair; one flat above 0.3 loses the
+    pairs that differ only above it, and its tenths show where it stops rising."""
+    import numpy as np
+
+    from benchmarks.defaults.reward_shape import look
+
+    rng = np.random.default_rng(3)
+    # per env a level drifting slowly through [0, 1], as a policy's per-step reward does over a rollout
+    true = np.clip(np.cumsum(rng.normal(0.0, 0.05, size=(500, 8)), axis=0) + rng.uniform(0, 1, size=8), 0.0, 1.0)
+    faithful = look(true.copy(), true, np.random.default_rng(0))
+    assert faithful["segment_agreement"] == 1.0 and faithful["pearson"] > 0.999
+    tenths = faithful["by_tenth"]
+    assert all(tenth / 10 <= v <= (tenth + 1) / 10 for tenth, v in enumerate(tenths) if v is not None)
+    assert sum(v is not None for v in tenths) >= 8
+    flat_top = look(np.minimum(true, 0.3), true, np.random.default_rng(0))
+    above = flat_top["by_tenth"][3:]
+    assert all(v is None or abs(v - 0.3) < 1e-6 for v in above) and any(v is not None for v in above)
+    assert flat_top["segment_agreement"] < 0.9 < faithful["segment_agreement"]
+    reversed_ = look(-true, true, np.random.default_rng(0))
+    # only pairs tied in truth (both segments held at 0 or 1 throughout) count as agreeing
+    assert reversed_["segment_agreement"] < 0.1 and reversed_["pearson"] < -0.999

@@ -111,6 +111,9 @@ ARMS: dict[str, Optional[dict[str, Any]]] = {
     # after the label window: walker_walk's reward ranks the policy's own segments at 0.67-0.84, and the library's
     # reward network (3 members of 2x64, chosen on cartpole and Pendulum) is small for 30 inputs: B-Pref's 3x256
     "bpref_net": {"model": dict(hidden_dim=256, n_layers=3, lr=3e-4)},
+    # walker_walk's learned reward stops rising with the true one above about 0.3 (reward_shape.py): the reward
+    # model's inputs standardised (velocities reach 10 where orientations stay within 1)
+    "input_norm": {"model": dict(input_norm=True)},
     # issue 44's RIME with PEBBLE: B-Pref's mistake teacher (10% of answers flipped), without and with RIME's filter
     "mistake10": {"teacher_kwargs": {"eps_mistake": 0.1}},
     "mistake10_rime": {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True},
