@@ -162,6 +162,8 @@ PHASES = {
         seeds=range(5), arms=("defaults", "label_window_two_thirds", "label_window_nine_tenths"), tasks=("walker_walk",)
     ),
     "dev_snippet_net": dict(seeds=range(2), arms=("bpref_net",), tasks=("walker_walk",)),
+    # walker_stand's lead (a first round of 100, dev_walker_stand) on the snippet's task
+    "dev_snippet_first_round": dict(seeds=range(2), arms=("first_round_100",), tasks=("walker_walk",)),
     # about 6 CPU-minutes per run on the AVX512-BF16 machine: a seed's PPO and PPO_REWARD side by side, one per core
     "report_snippet": dict(seeds=range(101, 104), arms=("ppo", "defaults"), tasks=("walker_walk",)),
     # the floor beside it, after the pairs

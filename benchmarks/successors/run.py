@@ -211,6 +211,9 @@ STUDIES: dict[str, dict[str, Any]] = {
             # of 94) asked until two thirds of the run, or until its end, so the states of the policy that balances
             # get labelled too
             **_SWINGUP_WINDOW_ARMS,
+            # added after walker_stand (../defaults/README.md): a first round of 100 labels instead of the plan's 250,
+            # the other 900 planned around it (8 rounds of 113 until a third of the run)
+            "first_round_100_high": (0, {"model": {"initial_mb_size": 100}}),
         },
     ),
     # the choice of swingup_dev (RUNE's decaying beta: 665.4 against the defaults' 594.1 over seeds 0-4), reported on
