@@ -178,6 +178,9 @@ PHASES = {
     "report_walker_stand": dict(
         seeds=range(101, 106), arms=("ppo", "defaults", "handset", "random_teacher"), tasks=("walker_stand",)
     ),
+    # dev_walker_stand's lead (a first round of 100: above the defaults on all five dev seeds, 413.2 against 255.8) on
+    # the fresh seeds, after the more seeds below
+    "report_walker_stand_first_round": dict(seeds=range(101, 111), arms=("first_round_100",), tasks=("walker_stand",)),
     # five more fresh seeds: the hand-set schedule's lead over 101-105 rests on three of its seeds (676-800)
     "report_walker_stand_more": dict(
         seeds=range(106, 111), arms=("ppo", "defaults", "handset", "random_teacher"), tasks=("walker_stand",)
