@@ -20,6 +20,7 @@ same options.
 import argparse
 import importlib
 import inspect
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -253,6 +254,21 @@ def run_script(run: Callable[[argparse.Namespace], Any], argv: Optional[Sequence
     if found is None:
         raise KeyError(f"{run.__qualname__} is not a probe")
     return found(sys.argv[1:] if argv is None else argv)
+
+
+def write_json(path: Union[str, "os.PathLike[str]"], data: Any) -> None:
+    """
+    Write a run's result as JSON through a temporary file, so a stopped run leaves no half-written result (a study
+    that resumes skips the runs whose file exists).
+
+    :param path: the result file; its folder is made
+    :param data: what JSON can hold
+    """
+    os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+    tmp = os.fspath(path) + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(data, indent=1))
+    os.replace(tmp, path)
 
 
 def studies() -> list[str]:

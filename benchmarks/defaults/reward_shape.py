@@ -13,7 +13,6 @@ true reward's range [0, 1], which shows where the learned reward stops rising wi
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 SHAPE = HERE / "shape"
-from benchmarks.study import Option, probe, run_script, shared  # noqa: E402
+from benchmarks.study import Option, probe, run_script, shared, write_json  # noqa: E402
 
 #: env steps between two looks
 EVERY = 50_000
@@ -101,9 +100,7 @@ def shape(args: argparse.Namespace) -> None:
         cpu_seconds=time.process_time() - cpu, plan=model.feedback_plan.to_dict(),
     )  # fmt: skip
     path = SHAPE / args.arm / f"seed{args.seed}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".tmp").write_text(json.dumps(result, indent=1))
-    os.replace(path.with_suffix(".tmp"), path)
+    write_json(path, result)
     print(path, result["final"], flush=True)
 
 

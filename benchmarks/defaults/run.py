@@ -21,8 +21,6 @@ ordered so that the PPO run and the PPO_REWARD runs of a seed run side by side (
 
 import argparse
 import contextlib
-import json
-import os
 import subprocess
 import sys
 import time
@@ -36,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 RESULTS = HERE / "results"
 from benchmarks.machine import cpu_name  # noqa: E402
-from benchmarks.study import Option, probe, run_script, shared  # noqa: E402  (the root is on the path from here)
+from benchmarks.study import Option, probe, run_script, shared, write_json  # noqa: E402  (the root is on the path from here)
 
 # The PPO the user already has (the README demo's on dm_control; RL Zoo's tuned PPO on Pendulum-v1).
 DMC_PPO: dict[str, Any] = dict(
@@ -168,13 +166,13 @@ PHASES = {
     "report_snippet": dict(seeds=range(101, 104), arms=("ppo", "defaults"), tasks=("walker_walk",)),
     # the floor beside it, after the pairs
     "report_snippet_floor": dict(seeds=range(101, 104), arms=("random_teacher",), tasks=("walker_walk",)),
-    # issue 41's walker_stand at 500k beside PPO and the grid's hand-set schedule (nothing is chosen: the defaults as
-    # they are), then the floor; about 3-4 CPU-minutes per run on the AVX512-BF16 machine
     # the hand-set schedule's two differences from the plan, on development seeds (nothing reported from them)
     "dev_walker_stand": dict(
         seeds=range(5), arms=("defaults", "handset", "label_window_six_tenths", "first_round_100"),
         tasks=("walker_stand",),
     ),
+    # issue 41's walker_stand at 500k beside PPO and the grid's hand-set schedule (nothing is chosen: the defaults as
+    # they are), then the floor; about 2 CPU-minutes per run on the AVX512-BF16 machine
     "report_walker_stand": dict(
         seeds=range(101, 106), arms=("ppo", "defaults", "handset", "random_teacher"), tasks=("walker_stand",)
     ),
@@ -325,10 +323,7 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
         result["plan"] = plan.to_dict()
         result["counters"] = model.pref_learner.counters()
         result["oracle_agreement"] = float(model.pref_learner.oracle_agreement(2000))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    os.replace(tmp, path)
+    write_json(path, result)
     return str(path)
 
 

@@ -51,7 +51,6 @@ Studies:
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -63,7 +62,7 @@ import protocol  # noqa: E402
 from protocol import run_jobs, settings_hash, train_one  # noqa: E402
 
 from benchmarks.machine import machine  # noqa: E402
-from benchmarks.study import Option, probe, shared  # noqa: E402
+from benchmarks.study import Option, probe, shared, write_json  # noqa: E402
 
 #: the cost cut's arms, side by side on one machine: PPO, the defaults, at most 10 reward passes per round
 _COST_ARMS: dict[str, tuple[int, Optional[dict[str, Any]]]] = {
@@ -290,9 +289,7 @@ def run_job(study: str, task: str, arm: str, seed: int) -> str:
     train_one(task, spec, arm, extra, seed, path)
     result = json.loads(path.read_text())
     result.update(settings_hash=arm_hash(study, task, arm), labels=spec["labels"], study=study)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    os.replace(tmp, path)
+    write_json(path, result)
     return str(path)
 
 
