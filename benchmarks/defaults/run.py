@@ -117,6 +117,11 @@ ARMS: dict[str, Optional[dict[str, Any]]] = {
     # label at six tenths of the run (about the hand-set's), or a first round of 100 (the plan: 250)
     "label_window_six_tenths": {"label_window": 0.6},
     "first_round_100": {"model": dict(initial_mb_size=100)},
+    # the hand-set schedule beat the defaults on 12 of 15 walker_stand seeds, the first round of 100 alone on 10 of 15:
+    # is the rest its many small rounds (the plan's first round of 250, then 50 every 16k until 250k), or its later
+    # window with a small first round (100, then the plan's 8 rounds until six tenths of the run)?
+    "many_rounds": {"num_interaction": 16000, "model": dict(initial_mb_size=250, mb_size=50)},
+    "first_round_100_six_tenths": {"label_window": 0.6, "model": dict(initial_mb_size=100)},
     # issue 44's RIME with PEBBLE: B-Pref's mistake teacher (10% of answers flipped), without and with RIME's filter
     "mistake10": {"teacher_kwargs": {"eps_mistake": 0.1}},
     "mistake10_rime": {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True},
@@ -170,6 +175,19 @@ PHASES = {
     "dev_walker_stand": dict(
         seeds=range(5), arms=("defaults", "handset", "label_window_six_tenths", "first_round_100"),
         tasks=("walker_stand",),
+    ),
+    # which of the hand-set schedule's other parts carries its walker_stand lead (development seeds)
+    "dev_walker_stand_rounds": dict(
+        seeds=range(5), arms=("many_rounds", "first_round_100_six_tenths"), tasks=("walker_stand",)
+    ),
+    # dev_walker_stand_rounds' lead (a first round of 100 and the labels until six tenths of the run) on the other
+    # long runs' development seeds: the README snippet's walker_walk (0-1, as dev_snippet) and swing-up (0-4, whose
+    # defaults ran in the successors study's swingup_dev on this machine type)
+    "dev_long_shape_walk": dict(seeds=range(2), arms=("first_round_100_six_tenths",), tasks=("walker_walk",)),
+    "dev_long_shape_swingup": dict(seeds=range(5), arms=("first_round_100_six_tenths",), tasks=("cartpole_swingup",)),
+    # dev_walker_stand_rounds' lead on walker_stand's fresh seeds, beside report_walker_stand's arms on the same seeds
+    "report_walker_stand_long_shape": dict(
+        seeds=range(101, 111), arms=("first_round_100_six_tenths",), tasks=("walker_stand",)
     ),
     # issue 41's walker_stand at 500k beside PPO and the grid's hand-set schedule (nothing is chosen: the defaults as
     # they are), then the floor; about 2 CPU-minutes per run on the AVX512-BF16 machine
