@@ -122,6 +122,9 @@ ARMS: dict[str, Optional[dict[str, Any]]] = {
     # window with a small first round (100, then the plan's 8 rounds until six tenths of the run)?
     "many_rounds": {"num_interaction": 16000, "model": dict(initial_mb_size=250, mb_size=50)},
     "first_round_100_six_tenths": {"label_window": 0.6, "model": dict(initial_mb_size=100)},
+    # walker_walk ends lower with a first round of 100 than of 250 (dev_snippet_first_round, dev_long_shape_walk):
+    # does it gain from a larger one (the other 500 planned around it)?
+    "first_round_500": {"model": dict(initial_mb_size=500)},
     # issue 44's RIME with PEBBLE: B-Pref's mistake teacher (10% of answers flipped), without and with RIME's filter
     "mistake10": {"teacher_kwargs": {"eps_mistake": 0.1}},
     "mistake10_rime": {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True},
@@ -185,6 +188,7 @@ PHASES = {
     # defaults ran in the successors study's swingup_dev on this machine type)
     "dev_long_shape_walk": dict(seeds=range(2), arms=("first_round_100_six_tenths",), tasks=("walker_walk",)),
     "dev_long_shape_swingup": dict(seeds=range(5), arms=("first_round_100_six_tenths",), tasks=("cartpole_swingup",)),
+    "dev_snippet_first_round_500": dict(seeds=range(2), arms=("first_round_500",), tasks=("walker_walk",)),
     # dev_walker_stand_rounds' lead on walker_stand's fresh seeds, beside report_walker_stand's arms on the same seeds
     "report_walker_stand_long_shape": dict(
         seeds=range(101, 111), arms=("first_round_100_six_tenths",), tasks=("walker_stand",)
