@@ -188,6 +188,13 @@ PHASES = {
     # defaults ran in the successors study's swingup_dev on this machine type)
     "dev_long_shape_walk": dict(seeds=range(2), arms=("first_round_100_six_tenths",), tasks=("walker_walk",)),
     "dev_long_shape_swingup": dict(seeds=range(5), arms=("first_round_100_six_tenths",), tasks=("cartpole_swingup",)),
+    # SAC_REWARD on walker_stand stalls near 450 on two of five fresh seeds (report_walker_sac, _more); its plan, too,
+    # draws its first 250 labels from the pretraining's states, where the walker lies on the floor: a first round of
+    # 100 (chosen on PPO's walker_stand development seeds, dev_walker_stand) on the same fresh seeds
+    "report_walker_sac_first_round": dict(seeds=range(101, 104), arms=("first_round_100",), tasks=("walker_stand-sac",)),
+    "report_walker_sac_first_round_more": dict(
+        seeds=range(104, 106), arms=("first_round_100",), tasks=("walker_stand-sac",)
+    ),
     "dev_snippet_first_round_500": dict(seeds=range(2), arms=("first_round_500",), tasks=("walker_walk",)),
     # dev_walker_stand_rounds' lead on walker_stand's fresh seeds, beside report_walker_stand's arms on the same seeds
     "report_walker_stand_long_shape": dict(
