@@ -2,6 +2,7 @@
 The defaults study's learning curves (the deterministic evaluations every 10% of each run), one panel per task:
 
     python -m benchmarks defaults plot [--seeds report|dev]   # docs/images/defaults_<seeds>.png and curves_<seeds>.png
+    python -m benchmarks defaults plot --task walker_stand    # one task, every arm with a label: curves_<task>_<seeds>.png
 """
 
 import argparse
@@ -14,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from benchmarks.defaults.table import load
-from benchmarks.study import probe, shared
+from benchmarks.study import Option, probe, shared
 from sb3_pref.core.feedback_plan import FeedbackPlan
 
 IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
@@ -23,11 +24,25 @@ LABELS = {
     "defaults": "PPO_REWARD, defaults (teacher + label budget only)",
     "handset": "PPO_REWARD, best hand-set schedule",
     "random_teacher": "floor: defaults, teacher answering at random",
+    # the candidates of walker_stand's hand-set schedule, taken apart (README.md), shown with --task only
+    "first_round_100": "the plan with a first round of 100",
+    "first_round_100_six_tenths": "... and every label by six tenths of the run",
 }
-COLOURS = {"ppo": "black", "defaults": "tab:blue", "handset": "tab:orange", "random_teacher": "tab:red"}
+COLOURS = {
+    "ppo": "black", "defaults": "tab:blue", "handset": "tab:orange", "random_teacher": "tab:red",
+    "first_round_100": "tab:green", "first_round_100_six_tenths": "tab:purple",
+}  # fmt: skip
+#: the tasks of the default figure, and the arms it shows
+OVERVIEW_TASKS = ("cartpole_balance", "Pendulum-v1", "Pendulum-v1-peer", "cartpole_swingup")
+OVERVIEW_ARMS = ("ppo", "defaults", "handset", "random_teacher")
 
 
-@probe("plot", "the learning curves, one panel per task (docs/images/defaults_<seeds>.png)", shared("seed_group"))
+@probe(
+    "plot",
+    "the learning curves, one panel per task (docs/images/defaults_<seeds>.png)",
+    shared("seed_group"),
+    Option("--task", "one task, with every arm that has a label (default: the overview's four tasks, its four arms)"),
+)
 def plot(args: argparse.Namespace) -> None:
     """
     Every seed's deterministic evaluations as a thin line, their mean as a thick one, and where the defaults ask labels.
@@ -35,11 +50,14 @@ def plot(args: argparse.Namespace) -> None:
     :param args: the options
     """
     runs = load(args.seeds)
-    tasks = [task for task in ("cartpole_balance", "Pendulum-v1", "Pendulum-v1-peer", "cartpole_swingup") if task in runs]
-    figure, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4), squeeze=False)
+    if args.task is not None and args.task not in runs:
+        raise SystemExit(f"--task {args.task}: no {args.seeds} runs of it in {sorted(runs)}")
+    tasks = [args.task] if args.task else [task for task in OVERVIEW_TASKS if task in runs]
+    arms = tuple(LABELS) if args.task else OVERVIEW_ARMS
+    figure, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks) + (2.5 if args.task else 0), 4), squeeze=False)
     for axis, task in zip(axes[0], tasks):
         for arm, by_seed in sorted(runs[task].items()):
-            if arm not in LABELS:
+            if arm not in arms:
                 continue
             # the start (step 0) and the 10 evaluations, every seed a thin line, their mean a thick one
             curves = np.array([[(0, run["start"]), *run["curve"]] for run in by_seed.values()], dtype=float)
@@ -61,6 +79,7 @@ def plot(args: argparse.Namespace) -> None:
     figure.tight_layout()
     IMAGES.mkdir(parents=True, exist_ok=True)
     # one copy for the docs, one beside the study's README (the docs site builds the study folders on their own)
-    for path in (IMAGES / f"defaults_{args.seeds}.png", Path(__file__).resolve().parent / f"curves_{args.seeds}.png"):
+    name = f"{args.task}_{args.seeds}" if args.task else args.seeds
+    for path in (IMAGES / f"defaults_{name}.png", Path(__file__).resolve().parent / f"curves_{name}.png"):
         figure.savefig(path, dpi=110)
         print(path)
