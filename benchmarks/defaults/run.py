@@ -139,8 +139,7 @@ PHASES = {
     # after the fresh seed 103 stayed below its start: how often the defaults fail there, on more dev seeds
     "dev_wide": dict(seeds=range(5, 17), arms=("defaults",), tasks=("cartpole_balance",)),
     # the candidates on the slow or failed dev seeds (11, 4, 10, 16) and four that learned (0, 1, 5, 7)
-    "dev_window": dict(seeds=(11, 4, 10, 16, 0, 1, 5, 7), arms=("window_half",),
-                       tasks=("cartpole_balance",)),
+    "dev_window": dict(seeds=(11, 4, 10, 16, 0, 1, 5, 7), arms=("window_half",), tasks=("cartpole_balance",)),
     # cartpole_balance's hand-set schedule is the defaults' plan at this budget, query selection included: no arm of its own
     "report": dict(seeds=range(101, 106), arms=("ppo", "defaults", "random_teacher"), tasks=("cartpole_balance",)),
     # five more fresh seeds on cartpole_balance after seed 103 (nothing was chosen on them)
@@ -156,9 +155,7 @@ PHASES = {
         seeds=range(101, 104), arms=("mistake10", "mistake10_rime", "random_teacher"), tasks=("Pendulum-v1-sac",)
     ),
     # about 1,800 CPU s per run (pebble/README.md): SAC and SAC_REWARD of a seed side by side, then the floor
-    "report_walker_sac": dict(
-        seeds=range(101, 104), arms=("ppo", "defaults", "random_teacher"), tasks=("walker_stand-sac",)
-    ),
+    "report_walker_sac": dict(seeds=range(101, 104), arms=("ppo", "defaults", "random_teacher"), tasks=("walker_stand-sac",)),
     # two more fresh seeds for the SAC bar (0.89 of SAC over 101-103, against 0.9), SAC and SAC_REWARD side by side
     "report_walker_sac_more": dict(seeds=range(104, 106), arms=("ppo", "defaults"), tasks=("walker_stand-sac",)),
     # issue 44: QPA and RIME's warm start on PEBBLE's walker_stand gap, beside report_walker_sac's arms on its seeds
@@ -176,7 +173,8 @@ PHASES = {
     "report_snippet_floor": dict(seeds=range(101, 104), arms=("random_teacher",), tasks=("walker_walk",)),
     # the hand-set schedule's two differences from the plan, on development seeds (nothing reported from them)
     "dev_walker_stand": dict(
-        seeds=range(5), arms=("defaults", "handset", "label_window_six_tenths", "first_round_100"),
+        seeds=range(5),
+        arms=("defaults", "handset", "label_window_six_tenths", "first_round_100"),
         tasks=("walker_stand",),
     ),
     # which of the hand-set schedule's other parts carries its walker_stand lead (development seeds)
@@ -192,9 +190,7 @@ PHASES = {
     # draws its first 250 labels from the pretraining's states, where the walker lies on the floor: a first round of
     # 100 (chosen on PPO's walker_stand development seeds, dev_walker_stand) on the same fresh seeds
     "report_walker_sac_first_round": dict(seeds=range(101, 104), arms=("first_round_100",), tasks=("walker_stand-sac",)),
-    "report_walker_sac_first_round_more": dict(
-        seeds=range(104, 106), arms=("first_round_100",), tasks=("walker_stand-sac",)
-    ),
+    "report_walker_sac_first_round_more": dict(seeds=range(104, 106), arms=("first_round_100",), tasks=("walker_stand-sac",)),
     "dev_snippet_first_round_500": dict(seeds=range(2), arms=("first_round_500",), tasks=("walker_walk",)),
     # dev_walker_stand_rounds' lead on walker_stand's fresh seeds, beside report_walker_stand's arms on the same seeds
     "report_walker_stand_long_shape": dict(
