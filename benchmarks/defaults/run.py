@@ -196,6 +196,13 @@ PHASES = {
     "report_walker_stand_long_shape": dict(
         seeds=range(101, 111), arms=("first_round_100_six_tenths",), tasks=("walker_stand",)
     ),
+    # the same runs in two halves, one per core (the write-up's reproduction command is the phase above)
+    "report_walker_stand_long_shape_a": dict(
+        seeds=range(101, 106), arms=("first_round_100_six_tenths",), tasks=("walker_stand",)
+    ),
+    "report_walker_stand_long_shape_b": dict(
+        seeds=range(106, 111), arms=("first_round_100_six_tenths",), tasks=("walker_stand",)
+    ),
     # issue 41's walker_stand at 500k beside PPO and the grid's hand-set schedule (nothing is chosen: the defaults as
     # they are), then the floor; about 2 CPU-minutes per run on the AVX512-BF16 machine
     "report_walker_stand": dict(
