@@ -54,7 +54,7 @@ def plot(args: argparse.Namespace) -> None:
         raise SystemExit(f"--task {args.task}: no {args.seeds} runs of it in {sorted(runs)}")
     tasks = [args.task] if args.task else [task for task in OVERVIEW_TASKS if task in runs]
     arms = tuple(LABELS) if args.task else OVERVIEW_ARMS
-    figure, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks) + (2.5 if args.task else 0), 4), squeeze=False)
+    figure, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks) + (4.8 if args.task else 0), 4), squeeze=False)
     for axis, task in zip(axes[0], tasks):
         for arm, by_seed in sorted(runs[task].items()):
             if arm not in arms:
@@ -75,7 +75,10 @@ def plot(args: argparse.Namespace) -> None:
         axis.set_xlabel("env steps (thousands)")
         axis.set_ylabel("deterministic true return (5 episodes)")
         axis.grid(alpha=0.3)
-        axis.legend(fontsize=6, loc="lower right")
+        if args.task:  # seven arms: beside the panel, not over the curves' ends
+            axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        else:
+            axis.legend(fontsize=6, loc="lower right")
     figure.tight_layout()
     IMAGES.mkdir(parents=True, exist_ok=True)
     # one copy for the docs, one beside the study's README (the docs site builds the study folders on their own)
