@@ -191,6 +191,10 @@ PHASES = {
     # 100 (chosen on PPO's walker_stand development seeds, dev_walker_stand) on the same fresh seeds
     "report_walker_sac_first_round": dict(seeds=range(101, 104), arms=("first_round_100",), tasks=("walker_stand-sac",)),
     "report_walker_sac_first_round_more": dict(seeds=range(104, 106), arms=("first_round_100",), tasks=("walker_stand-sac",)),
+    # two more development seeds of walker_walk for the long shape's verdict there (it rested on seeds 0-1)
+    "dev_long_shape_walk_more": dict(
+        seeds=range(2, 4), arms=("defaults", "first_round_100_six_tenths"), tasks=("walker_walk",)
+    ),
     "dev_snippet_first_round_500": dict(seeds=range(2), arms=("first_round_500",), tasks=("walker_walk",)),
     # dev_walker_stand_rounds' lead on walker_stand's fresh seeds, beside report_walker_stand's arms on the same seeds
     "report_walker_stand_long_shape": dict(
