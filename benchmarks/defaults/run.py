@@ -197,15 +197,9 @@ PHASES = {
     ),
     "dev_snippet_first_round_500": dict(seeds=range(2), arms=("first_round_500",), tasks=("walker_walk",)),
     # dev_walker_stand_rounds' lead on walker_stand's fresh seeds, beside report_walker_stand's arms on the same seeds
+    # (it ran as two one-worker invocations over seeds 101-105 and 106-110, one per core; the results are the same files)
     "report_walker_stand_long_shape": dict(
         seeds=range(101, 111), arms=("first_round_100_six_tenths",), tasks=("walker_stand",)
-    ),
-    # the same runs in two halves, one per core (the write-up's reproduction command is the phase above)
-    "report_walker_stand_long_shape_a": dict(
-        seeds=range(101, 106), arms=("first_round_100_six_tenths",), tasks=("walker_stand",)
-    ),
-    "report_walker_stand_long_shape_b": dict(
-        seeds=range(106, 111), arms=("first_round_100_six_tenths",), tasks=("walker_stand",)
     ),
     # issue 41's walker_stand at 500k beside PPO and the grid's hand-set schedule (nothing is chosen: the defaults as
     # they are), then the floor; about 2 CPU-minutes per run on the AVX512-BF16 machine
