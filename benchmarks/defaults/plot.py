@@ -19,19 +19,16 @@ from benchmarks.study import Option, probe, shared
 from sb3_pref.core.feedback_plan import FeedbackPlan
 
 IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
-LABELS = {
-    "ppo": "PPO on the true reward",
-    "defaults": "PPO_REWARD, defaults (teacher + label budget only)",
-    "handset": "PPO_REWARD, best hand-set schedule",
-    "random_teacher": "floor: defaults, teacher answering at random",
+#: arm -> (legend label, colour)
+STYLES = {
+    "ppo": ("PPO on the true reward", "black"),
+    "defaults": ("PPO_REWARD, defaults (teacher + label budget only)", "tab:blue"),
+    "handset": ("PPO_REWARD, best hand-set schedule", "tab:orange"),
+    "random_teacher": ("floor: defaults, teacher answering at random", "tab:red"),
     # the candidates of walker_stand's hand-set schedule, taken apart (README.md), shown with --task only
-    "first_round_100": "the plan with a first round of 100",
-    "first_round_100_six_tenths": "... and every label by six tenths of the run",
+    "first_round_100": ("the plan with a first round of 100", "tab:green"),
+    "first_round_100_six_tenths": ("... and every label by six tenths of the run", "tab:purple"),
 }
-COLOURS = {
-    "ppo": "black", "defaults": "tab:blue", "handset": "tab:orange", "random_teacher": "tab:red",
-    "first_round_100": "tab:green", "first_round_100_six_tenths": "tab:purple",
-}  # fmt: skip
 #: the tasks of the default figure, and the arms it shows
 OVERVIEW_TASKS = ("cartpole_balance", "Pendulum-v1", "Pendulum-v1-peer", "cartpole_swingup")
 OVERVIEW_ARMS = ("ppo", "defaults", "handset", "random_teacher")
@@ -53,7 +50,7 @@ def plot(args: argparse.Namespace) -> None:
     if args.task is not None and args.task not in runs:
         raise SystemExit(f"--task {args.task}: no {args.seeds} runs of it in {sorted(runs)}")
     tasks = [args.task] if args.task else [task for task in OVERVIEW_TASKS if task in runs]
-    arms = tuple(LABELS) if args.task else OVERVIEW_ARMS
+    arms = tuple(STYLES) if args.task else OVERVIEW_ARMS
     figure, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks) + (4.8 if args.task else 0), 4), squeeze=False)
     for axis, task in zip(axes[0], tasks):
         for arm, by_seed in sorted(runs[task].items()):
@@ -62,10 +59,10 @@ def plot(args: argparse.Namespace) -> None:
             # the start (step 0) and the 10 evaluations, every seed a thin line, their mean a thick one
             curves = np.array([[(0, run["start"]), *run["curve"]] for run in by_seed.values()], dtype=float)
             steps = curves[0, :, 0] / 1000
+            name, colour = STYLES[arm]
             for curve in curves:
-                axis.plot(steps, curve[:, 1], color=COLOURS[arm], alpha=0.25, linewidth=0.8)
-            label = f"{LABELS[arm]} (n={len(curves)})"
-            axis.plot(steps, curves[:, :, 1].mean(0), color=COLOURS[arm], linewidth=2.2, label=label)
+                axis.plot(steps, curve[:, 1], color=colour, alpha=0.25, linewidth=0.8)
+            axis.plot(steps, curves[:, :, 1].mean(0), color=colour, linewidth=2.2, label=f"{name} (n={len(curves)})")
         plan = next((run["plan"] for run in runs[task].get("defaults", {}).values()), None)
         if plan:
             # the rounds as the controller runs them (step, labels)

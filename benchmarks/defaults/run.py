@@ -167,6 +167,8 @@ PHASES = {
     "dev_snippet_net": dict(seeds=range(2), arms=("bpref_net",), tasks=("walker_walk",)),
     # walker_stand's lead (a first round of 100, dev_walker_stand) on the snippet's task
     "dev_snippet_first_round": dict(seeds=range(2), arms=("first_round_100",), tasks=("walker_walk",)),
+    # ... and a larger one (a first round of 100 ended below the plan's 250 there)
+    "dev_snippet_first_round_500": dict(seeds=range(2), arms=("first_round_500",), tasks=("walker_walk",)),
     # about 6 CPU-minutes per run on the AVX512-BF16 machine: a seed's PPO and PPO_REWARD side by side, one per core
     "report_snippet": dict(seeds=range(101, 104), arms=("ppo", "defaults"), tasks=("walker_walk",)),
     # the floor beside it, after the pairs
@@ -189,13 +191,11 @@ PHASES = {
     # SAC_REWARD on walker_stand stalls near 450 on two of five fresh seeds (report_walker_sac, _more); its plan, too,
     # draws its first 250 labels from the pretraining's states, where the walker lies on the floor: a first round of
     # 100 (chosen on PPO's walker_stand development seeds, dev_walker_stand) on the same fresh seeds
-    "report_walker_sac_first_round": dict(seeds=range(101, 104), arms=("first_round_100",), tasks=("walker_stand-sac",)),
-    "report_walker_sac_first_round_more": dict(seeds=range(104, 106), arms=("first_round_100",), tasks=("walker_stand-sac",)),
+    "report_walker_sac_first_round": dict(seeds=range(101, 106), arms=("first_round_100",), tasks=("walker_stand-sac",)),
     # two more development seeds of walker_walk for the long shape's verdict there (it rested on seeds 0-1)
     "dev_long_shape_walk_more": dict(
         seeds=range(2, 4), arms=("defaults", "first_round_100_six_tenths"), tasks=("walker_walk",)
     ),
-    "dev_snippet_first_round_500": dict(seeds=range(2), arms=("first_round_500",), tasks=("walker_walk",)),
     # dev_walker_stand_rounds' lead on walker_stand's fresh seeds, beside report_walker_stand's arms on the same seeds
     # (it ran as two one-worker invocations over seeds 101-105 and 106-110, one per core; the results are the same files)
     "report_walker_stand_long_shape": dict(
