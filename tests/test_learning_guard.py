@@ -5,49 +5,48 @@ The demo (``examples/quickstart.py``) trains PPO_REWARD on cartpole_balance from
 set but the reward model, the teacher and the label budget: the schedule is the library's default plan for the
 budget (``sb3_pref.core.feedback_plan``), so the guard guards the defaults.
 
-The guard runs the whole demo budget, one ``learn(120_000)`` call, on each of ``GUARD_SEEDS`` (1 and 32) and judges
+The guard runs the whole demo budget, one ``learn(120_000)`` call, on each of ``GUARD_SEEDS`` (3 and 37) and judges
 the *final* deterministic true return (5 episodes): it must end above the seed's own start by ``MARGIN`` (250).
 Judging the end, not the first good check, fails a run that peaks and then collapses.
 
 How the seeds were chosen. A guard needs seeds on which today's main passes and a known regression fails, so its
-seeds are picked by a screen of the three settings that ``benchmarks/demo/README.md`` showed regress on some seeds
+seeds are picked by a screen of the settings that ``benchmarks/demo/README.md`` showed regress on some seeds
 (``REGRESSIONS``), applied on top of the defaults (``python tests/test_learning_guard.py [NAME-PREFIX] [SEEDS]``;
-AMD EPYC, AVX2, one thread per run, two runs at a time; runs in ``benchmarks/demo/results/guard_screen``). True
-return after 120k steps, the seed's start in brackets, **bold** where it fails (end below start + 250):
+one thread per run, two runs at a time). The screen was redone when the agreement diagnostic got its own random
+stream (issue 41's follow-up), which moves every run's path: AMD EPYC with AVX512-BF16 (reward model in bfloat16),
+true return after 120k steps, the seed's start in brackets, **bold** where it fails (end below start + 250):
 
 =============================  =========  =========  =========  =========  =========  =========  =========
 run                            1 (641)    2 (637)    3 (650)    4 (548)    31 (682)   32 (570)   33 (612)
 =============================  =========  =========  =========  =========  =========  =========  =========
-the defaults (today's main)    985.5      998.6      999.7      910.9      992.0      985.6      992.5
-200 first, then 50 every 12k   999.5      969.0                            935.3      **725.8**  986.8
-200 first, then 25 every 8k    999.3      997.7      999.7      999.7      985.6      971.2      997.8
-label_margin=0.05              **765.2**  992.2                            960.8      967.6      967.1
+the defaults (today's main)    985.7      998.7      995.1      999.8      993.6      985.1      **447.1**
+200 first, then 50 every 12k   987.0      999.7      992.9      995.2      998.2      999.7      991.0
+label_margin=0.05              926.4      999.4      **788.2**  981.2      954.0      994.3      979.2
 =============================  =========  =========  =========  =========  =========  =========  =========
-
-and on seeds 34-39 (start in brackets):
 
 =============================  =========  =========  =========  =========  =========  =========
 run                            34 (709)   35 (579)   36 (569)   37 (623)   38 (703)   39 (694)
 =============================  =========  =========  =========  =========  =========  =========
-the defaults (today's main)    **185.7**  997.0      959.9      **413.0**  996.8      995.9
-200 first, then 50 every 12k   636.1                            492.4
-200 first, then 25 every 8k    962.1      998.3      943.2      999.6      921.5      999.8
-label_margin=0.05              364.0      993.4      907.8      508.4      977.2      999.1
+the defaults (today's main)    996.6      **816.5**  998.6      994.7      995.2      990.1
+200 first, then 50 every 12k   **957.1**  984.7      997.4      **655.5**  996.4      989.1
+label_margin=0.05              **328.2**  999.8      981.1      966.6      996.9      985.2
 =============================  =========  =========  =========  =========  =========  =========
 
-- Seed 32 fails "200 first, then 50 every 12k"; seed 1 fails ``label_margin=0.05``; the defaults pass both. Seeds
-  34 and 37 separate nothing: the defaults fail there too (the basin failure ``benchmarks/demo/README.md``
-  describes: 3 of the 19 seeds nobody chose anything on, 31-39 and 101-110, end below their start, as
-  ``benchmarks/defaults/README.md`` reports).
-- "200 first, then 25 every 8k" is not a regression of today's defaults: it ends far above its start on all 13
-  seeds screened (1-4, 31-39), above the defaults on 7 of them. Its 400.4 on seed 1 in ``demo/README.md`` was
-  measured on the demo as it was before issue 41's defaults, not on today's library. No guard of today's main can
-  fail it, so this one does not.
-- Seed 1 is one of the development seeds the default plan was chosen on (0-16), so the defaults passing on it is
-  no evidence of quality; it is here because it is the only screened seed that catches ``label_margin=0.05``.
-  Quality is reported on seeds nobody chose anything on: ``benchmarks/defaults`` (101-110) and the frozen
-  protocol (``benchmarks/quality``). Seed 31 (in the guard until issue 42's screen) separates nothing that seed 32
-  does not, so seed 1 replaced it at the same cost: two seeds, about 150 CPU s each, the suite's two workers.
+- Seed 3 fails ``label_margin=0.05`` (788.2 against the defaults' 995.1) and seed 37 "200 first, then 50 every
+  12k" (655.5 against 994.7). The suite may run on a CPU without bf16, where ``train_dtype="auto"`` trains the
+  reward model in float32 and every path differs, so the guard's seeds must pass there too: with float32 forced on
+  this machine the defaults end at 975.1 on seed 3 and 995.8 on seed 37, and at **608.0** on seed 34, which is why
+  34 (the strongest catch of ``label_margin=0.05`` in bfloat16) is not a guard seed. Seed 3 is one of the
+  development seeds the default plan was chosen on (0-16), so the defaults passing there is no evidence of quality;
+  quality is reported on seeds nobody chose anything on (``benchmarks/defaults``, ``benchmarks/quality``).
+- Which seeds fail moves with every change to a run's path: before the diagnostic's own stream (AVX2-only AMD EPYC,
+  float32) the defaults failed 34 (185.7) and 37 (413.0) and passed 33 and 35, and the guard used seeds 1 and 32.
+  At this budget the defaults end below start + 250 on about one seed in ten, PPO on the true reward on about one in
+  twenty (``benchmarks/defaults/README.md``: 5 and 4 of 40 development seeds, never the same seed twice), so a
+  guard seed is a seed on which today's path passes, not a seed that always passes.
+- "200 first, then 25 every 8k" (the plan with its last label at six tenths) is not in the screen: on 40
+  development seeds it fell short on 8 where the defaults fell short on 5, a worse plan but not one a fixed pair of
+  seeds can catch.
 - Seed-specific regressions beyond these are the protocol's job; an absolute bar tight enough to separate 971 from
   986 would also separate this machine's trajectories from another CPU's.
 """
@@ -68,9 +67,9 @@ from sb3_pref import RewardModel
 from sb3_pref.envs import make_vec_dmcontrol_env
 
 #: the seeds ``python tests/test_learning_guard.py`` screens when given none
-STUDY_SEEDS = (1, 2, 31, 32, 33)
-#: the seeds the suite runs: seed 1 fails ``label_margin=0.05``, seed 32 fails "200 first, then 50 every 12k"
-GUARD_SEEDS = (1, 32)
+STUDY_SEEDS = (1, 2, 3, 4, *range(31, 40))
+#: the seeds the suite runs: seed 3 fails ``label_margin=0.05``, seed 37 fails "200 first, then 50 every 12k"
+GUARD_SEEDS = (3, 37)
 #: the demo's step budget and label budget
 GUARD_STEPS, LABELS = 120_000, 400
 #: the final return must clear the seed's start by this much
@@ -80,7 +79,6 @@ MARGIN = 250.0
 #: of them (``python tests/test_learning_guard.py`` runs them)
 REGRESSIONS: dict[str, dict[str, Any]] = {
     "200 first, then 50 every 12k": dict(model=dict(initial_mb_size=200, mb_size=50), num_interaction=12_000),
-    "200 first, then 25 every 8k": dict(model=dict(initial_mb_size=200, mb_size=25), num_interaction=8_000),
     "label_margin=0.05": dict(model=dict(label_margin=0.05)),
 }
 

@@ -6,6 +6,7 @@ stored attributes, checks and B-Pref's flags all agree with the declaration, so 
 import inspect
 
 import pytest
+import torch as th
 from stable_baselines3 import PPO, SAC
 from stable_baselines3.common.env_util import make_vec_env
 
@@ -179,8 +180,12 @@ def test_the_bpref_flags_default_to_bprefs_values_and_the_budget_to_the_options(
 
 @pytest.mark.parametrize("algorithm", [PPO_REWARD, SAC_REWARD])
 def test_n_eval_pairs_sets_how_many_pairs_measure_the_reward_model(algorithm):
-    """An option added by its declaration and the two signatures only: it reaches the learner and acts there."""
+    """
+    An option added by its declaration and the two signatures only: it reaches the learner and acts there, and it
+    only measures: its pairs come from their own stream, so the run with the diagnostic off is the same run.
+    """
     env = pendulum()
+    trained = []
     settings = dict(max_feed=40, num_interaction=64, unsuper_flag=0, re_update=2, teacher="oracle")
     settings.update(SMALL if algorithm is PPO_REWARD else dict(learning_starts=32, batch_size=32, seed=0))
     for n_eval_pairs in (0, 24):
@@ -199,5 +204,10 @@ def test_n_eval_pairs_sets_how_many_pairs_measure_the_reward_model(algorithm):
         model.learn(128)
         assert model.pref_learner.n_rounds == 2
         assert measured == ([] if n_eval_pairs == 0 else [24, 24])
+        trained.append(
+            [p.detach().clone() for p in (*model.policy.parameters(), *reward_model.ensemble.parameters())]
+            + [th.as_tensor(model.pref_learner.dataset.labels)]
+        )
+    assert all(th.equal(off, on) for off, on in zip(*trained, strict=True)), "measuring the reward moved the run"
     with pytest.raises(ValueError, match="n_eval_pairs must be >= 0"):
         algorithm("MlpPolicy", env, reward_model=reward_model, n_eval_pairs=-1, **settings)

@@ -20,7 +20,14 @@ from sb3_pref.core.rime import RIMEFilter
 from sb3_pref.core.segments import SegmentBatch, SegmentStore
 from sb3_pref.core.state import to_numpy_state, to_torch_state
 from sb3_pref.core.surf import SURFLoss
-from sb3_pref.core.teachers import LEARNER_STREAM, QPA_STREAM, SURF_STREAM, BaseTeacher, stream_generator
+from sb3_pref.core.teachers import (
+    EVAL_STREAM,
+    LEARNER_STREAM,
+    QPA_STREAM,
+    SURF_STREAM,
+    BaseTeacher,
+    stream_generator,
+)
 
 # Due rounds that found no segment-long episode piece before a warning says why nothing is asked.
 _WARN_AFTER_WAITS = 10
@@ -149,6 +156,8 @@ class PreferenceLearner:
         self.n_eval_pairs = int(n_eval_pairs)
         self.first_round_uniform = bool(first_round_uniform)
         self.rng = stream_generator(seed, LEARNER_STREAM)
+        # The agreement diagnostic draws its own pairs: switching it off (n_eval_pairs=0) leaves the run as it was.
+        self.eval_rng = stream_generator(seed, EVAL_STREAM)
         self._rounds_waited = 0
         #: what :meth:`load_state_dict` restores of the saved teacher: ``"all"`` (settings, counters,
         #: generator), ``"progress"`` (counters, thresholds and generator, keeping this teacher's settings:
@@ -423,8 +432,8 @@ class PreferenceLearner:
         n_pairs = n_pairs or self.n_eval_pairs
         if n_pairs <= 0 or len(self.store) == 0:
             return float("nan")
-        seg_0 = self.store.sample(n_pairs, self.size_segment, self.rng)
-        seg_1 = self.store.sample(n_pairs, self.size_segment, self.rng)
+        seg_0 = self.store.sample(n_pairs, self.size_segment, self.eval_rng)
+        seg_1 = self.store.sample(n_pairs, self.size_segment, self.eval_rng)
         true_0, true_1 = seg_0.rewards.sum(1), seg_1.rewards.sum(1)
         labels = np.where(true_0 == true_1, np.nan, (true_1 > true_0).astype(np.float64))
         return self.reward_model.preference_accuracy(seg_0.features, seg_1.features, labels)
@@ -454,6 +463,7 @@ class PreferenceLearner:
                     "n_envs": self.store.n_envs,
                 },
                 "rng": self.rng.bit_generator.state,
+                "eval_rng": self.eval_rng.bit_generator.state,
                 "teacher": self.teacher.state_dict(),
                 "dataset": self.dataset.state_dict(),
                 "store": self.store.state_dict(),
@@ -474,6 +484,8 @@ class PreferenceLearner:
         self.reward_shift = float(scalars["reward_shift"])
         self.reward_scale = float(scalars["reward_scale"])
         self.rng.bit_generator.state = state["rng"]
+        if "eval_rng" in state:  # saved before the diagnostic had its own stream: it goes on from this seed's
+            self.eval_rng.bit_generator.state = state["eval_rng"]
         self._restore_teacher(state["teacher"])
         self.dataset.load_state_dict(state["dataset"])
         # Stored segments are laid out per env: a different number of envs starts a fresh store.

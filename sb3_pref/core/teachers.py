@@ -16,15 +16,16 @@ _BIT_GENERATORS = {
 #: the teacher (label noise) and the learner (segment sampling, minibatches) independent streams, so
 #: label noise does not depend on which segments were drawn. A child depends only on its index, so adding a
 #: stream leaves the others as they were.
-TEACHER_STREAM, LEARNER_STREAM, REPLAY_STREAM, SURF_STREAM, QPA_STREAM = 0, 1, 2, 3, 4
-N_STREAMS = 5
+TEACHER_STREAM, LEARNER_STREAM, REPLAY_STREAM, SURF_STREAM, QPA_STREAM, EVAL_STREAM = 0, 1, 2, 3, 4, 5
+N_STREAMS = 6
 
 
 def stream_generator(seed: Optional[int], stream: int) -> np.random.Generator:
     """
     :param seed: the run's seed (None: fresh OS entropy, not reproducible)
     :param stream: ``TEACHER_STREAM``, ``LEARNER_STREAM`` or ``REPLAY_STREAM`` (an off-policy writer's draws) or
-        ``SURF_STREAM`` (SURF's unlabelled pairs and crops) or ``QPA_STREAM`` (QPA's crops)
+        ``SURF_STREAM`` (SURF's unlabelled pairs and crops) or ``QPA_STREAM`` (QPA's crops) or ``EVAL_STREAM`` (the
+        pairs that measure the reward model against an oracle, a diagnostic that must not move the run)
     :return: a generator on that stream, independent of the other streams of the same seed
     """
     return np.random.default_rng(np.random.SeedSequence(seed).spawn(N_STREAMS)[stream])
