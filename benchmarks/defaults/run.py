@@ -125,6 +125,9 @@ ARMS: dict[str, Optional[dict[str, Any]]] = {
     # walker_walk ends lower with a first round of 100 than of 250 (dev_snippet_first_round, dev_long_shape_walk):
     # does it gain from a larger one (the other 500 planned around it)?
     "first_round_500": {"model": dict(initial_mb_size=500)},
+    # swing-up ends higher with 250 labels than with 1000 (the protocol's seeds 100-104: 647.8 against 529.8): the
+    # 750 labels after the first in rounds of 25, the demo's round size (30 rounds every 4k until 130k), not 8 of 94
+    "rounds_of_25": {"model": dict(initial_mb_size=250, mb_size=25)},
     # issue 44's RIME with PEBBLE: B-Pref's mistake teacher (10% of answers flipped), without and with RIME's filter
     "mistake10": {"teacher_kwargs": {"eps_mistake": 0.1}},
     "mistake10_rime": {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True},
@@ -210,6 +213,7 @@ PHASES = {
     # the six tenths ended below the defaults (8 of 35 seeds short of start + 250 against 5): PPO on the true reward
     # on the same development seeds, how often the user's PPO itself stays near its start at this budget
     "dev_balance_ppo": dict(seeds=range(40, 80), arms=("ppo",), tasks=("cartpole_balance",)),
+    "dev_rounds_of_25_swingup": dict(seeds=range(5), arms=("rounds_of_25",), tasks=("cartpole_swingup",)),
     "dev_six_tenths_pendulum": dict(seeds=range(40, 50), arms=("defaults", "label_window_six_tenths"), tasks=("Pendulum-v1",)),
     "dev_six_tenths_swingup": dict(seeds=range(10), arms=("defaults", "label_window_six_tenths"), tasks=("cartpole_swingup",)),
     # issue 41's walker_stand at 500k beside PPO and the grid's hand-set schedule (nothing is chosen: the defaults as
