@@ -21,8 +21,11 @@ ordered so that the PPO run and the PPO_REWARD runs of a seed run side by side (
 
 import argparse
 import contextlib
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -128,6 +131,12 @@ ARMS: dict[str, Optional[dict[str, Any]]] = {
     # swing-up ends higher with 250 labels than with 1000 (the protocol's seeds 100-104: 647.8 against 529.8): the
     # 750 labels after the first in rounds of 25, the demo's round size (30 rounds every 4k until 130k), not 8 of 94
     "rounds_of_25": {"model": dict(initial_mb_size=250, mb_size=25)},
+    # swing-up's policies swing between about 800 and 200 after the last label while the learned reward ranks their
+    # episodes right (episodes/, Spearman 0.92-0.98): the defaults, and the policy the learned reward judges best kept
+    # (LearnedRewardEvalCallback, 5 episodes every 5% of the run); both the last and the kept policy are evaluated
+    "learned_best": {"learned_best": True},
+    # ... and PPO with SB3's EvalCallback keeping its best by the true reward, the same judging schedule
+    "ppo_true_best": {"true_best": True},
     # issue 44's RIME with PEBBLE: B-Pref's mistake teacher (10% of answers flipped), without and with RIME's filter
     "mistake10": {"teacher_kwargs": {"eps_mistake": 0.1}},
     "mistake10_rime": {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True},
@@ -214,6 +223,9 @@ PHASES = {
     # on the same development seeds, how often the user's PPO itself stays near its start at this budget
     "dev_balance_ppo": dict(seeds=range(40, 80), arms=("ppo",), tasks=("cartpole_balance",)),
     "dev_rounds_of_25_swingup": dict(seeds=range(5), arms=("rounds_of_25",), tasks=("cartpole_swingup",)),
+    "dev_learned_best_swingup": dict(seeds=range(5), arms=("learned_best",), tasks=("cartpole_swingup",)),
+    "report_learned_best_swingup": dict(seeds=range(105, 110), arms=("learned_best",), tasks=("cartpole_swingup",)),
+    "report_true_best_swingup": dict(seeds=range(105, 110), arms=("ppo_true_best",), tasks=("cartpole_swingup",)),
     "dev_six_tenths_pendulum": dict(seeds=range(40, 50), arms=("defaults", "label_window_six_tenths"), tasks=("Pendulum-v1",)),
     "dev_six_tenths_swingup": dict(seeds=range(10), arms=("defaults", "label_window_six_tenths"), tasks=("cartpole_swingup",)),
     # issue 41's walker_stand at 500k beside PPO and the grid's hand-set schedule (nothing is chosen: the defaults as
@@ -307,10 +319,12 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
         eval_env = VecNormalize(eval_env, training=False, norm_obs=True, norm_reward=False)
     sac = spec.get("sac", False)
     label_window: Optional[float] = None
+    learned_best = False
     base, algorithm, algo_kwargs = (SAC, SAC_REWARD, {}) if sac else (PPO, PPO_REWARD, spec["ppo"])
-    if extra is None:  # the "ppo" arm: the same algorithm on the true reward (SAC on the SAC task)
+    true_best = extra is not None and extra.get("true_best", False)
+    if extra is None or true_best:  # the "ppo" arms: the same algorithm on the true reward (SAC on the SAC task)
         model: Any = base("MlpPolicy", env, seed=seed, verbose=0, **algo_kwargs)
-        settings: dict[str, Any] = {}
+        settings: dict[str, Any] = {"true_best": True} if true_best else {}
     else:
         settings = {"teacher": "oracle", "max_feed": spec["labels"]}
         model_kwargs: dict[str, Any] = {}
@@ -324,6 +338,7 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
         else:
             extra = dict(extra)
             model_kwargs = extra.pop("model", {})
+            learned_best = extra.pop("learned_best", False)
             teacher_kwargs = extra.pop("teacher_kwargs", None)
             if teacher_kwargs is not None:  # a scripted teacher of these settings, seeded as the run
                 settings["teacher"] = ScriptedTeacher(**teacher_kwargs, seed=seed)
@@ -348,9 +363,26 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
                 curve_cpu[0] += time.process_time() - t0
             return True
 
+    callbacks: list[Any] = [Every10Percent()]
+    best_dir = None
+    if learned_best or true_best:
+        # the policy judged best, 5 episodes every 5% of the run on envs of their own: by the learned reward, or (PPO,
+        # SB3's EvalCallback) by the true one
+        from stable_baselines3.common.callbacks import EvalCallback
+
+        from sb3_pref.common.learned_eval import LearnedRewardEvalCallback
+
+        best_dir = tempfile.mkdtemp(prefix="kept_best_")
+        judge_class = LearnedRewardEvalCallback if learned_best else EvalCallback
+        callbacks.append(judge_class(
+            make_env(task, 1, seed + 2000), n_eval_episodes=5, eval_freq=max(1, spec["steps"] // 20 // spec["n_envs"]),
+            best_model_save_path=best_dir, verbose=0,
+        ))  # fmt: skip
+        if learned_best:
+            settings["learned_best"] = True
     cpu, wall = time.process_time(), time.time()
     with plan_window(label_window):
-        model.learn(spec["steps"], callback=Every10Percent())
+        model.learn(spec["steps"], callback=callbacks)
     cpu, wall = time.process_time() - cpu - curve_cpu[0], time.time() - wall
     t0 = time.process_time()
     final = evaluate(model, eval_env, 20)
@@ -363,7 +395,18 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
         commit=subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout.strip(),
         cpu_model=cpu_name(),
     )  # fmt: skip
-    if extra is not None:
+    if best_dir is not None:
+        judge = callbacks[1]
+        best = type(model).load(os.path.join(best_dir, "best_model"), env=env)
+        if learned_best:
+            result.update(
+                final_learned_best=evaluate(best, eval_env, 20), learned_best_step=judge.best_timestep,
+                learned_best_score=float(judge.best_mean_learned_return),
+            )  # fmt: skip
+        else:  # EvalCallback does not keep the step of its best: the saved model carries it
+            result.update(final_true_best=evaluate(best, eval_env, 20), true_best_step=int(best.num_timesteps))
+        shutil.rmtree(best_dir, ignore_errors=True)
+    if extra is not None and not true_best:
         plan = model.feedback_plan
         result["plan"] = plan.to_dict()
         result["counters"] = model.pref_learner.counters()
