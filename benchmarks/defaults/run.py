@@ -135,6 +135,8 @@ ARMS: dict[str, Optional[dict[str, Any]]] = {
     # episodes right (episodes/, Spearman 0.92-0.98): the defaults, and the policy the learned reward judges best kept
     # (LearnedRewardEvalCallback, 5 episodes every 5% of the run); both the last and the kept policy are evaluated
     "learned_best": {"learned_best": True},
+    # ... the floor, judged by its own learned reward (a random teacher's)
+    "random_teacher_learned_best": {"random_teacher": True, "learned_best": True},
     # ... and PPO with SB3's EvalCallback keeping its best by the true reward, the same judging schedule
     "ppo_true_best": {"true_best": True},
     # issue 44's RIME with PEBBLE: B-Pref's mistake teacher (10% of answers flipped), without and with RIME's filter
@@ -226,6 +228,9 @@ PHASES = {
     "dev_learned_best_swingup": dict(seeds=range(5), arms=("learned_best",), tasks=("cartpole_swingup",)),
     "report_learned_best_swingup": dict(seeds=range(105, 110), arms=("learned_best",), tasks=("cartpole_swingup",)),
     "report_true_best_swingup": dict(seeds=range(105, 110), arms=("ppo_true_best",), tasks=("cartpole_swingup",)),
+    "report_learned_best_swingup_floor": dict(
+        seeds=range(105, 110), arms=("random_teacher_learned_best",), tasks=("cartpole_swingup",)
+    ),
     "dev_six_tenths_pendulum": dict(seeds=range(40, 50), arms=("defaults", "label_window_six_tenths"), tasks=("Pendulum-v1",)),
     "dev_six_tenths_swingup": dict(seeds=range(10), arms=("defaults", "label_window_six_tenths"), tasks=("cartpole_swingup",)),
     # issue 41's walker_stand at 500k beside PPO and the grid's hand-set schedule (nothing is chosen: the defaults as
@@ -328,6 +333,7 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
     else:
         settings = {"teacher": "oracle", "max_feed": spec["labels"]}
         model_kwargs: dict[str, Any] = {}
+        learned_best = bool(extra.get("learned_best", False))
         if extra.get("handset"):
             handset = dict(spec["handset"])
             model_kwargs = handset.pop("model")
@@ -338,7 +344,7 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
         else:
             extra = dict(extra)
             model_kwargs = extra.pop("model", {})
-            learned_best = extra.pop("learned_best", False)
+            extra.pop("learned_best", None)
             teacher_kwargs = extra.pop("teacher_kwargs", None)
             if teacher_kwargs is not None:  # a scripted teacher of these settings, seeded as the run
                 settings["teacher"] = ScriptedTeacher(**teacher_kwargs, seed=seed)
