@@ -10,12 +10,15 @@ run to the next. :class:`LearnedRewardEvalCallback` is ``EvalCallback`` with the
 """
 
 import os
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 from stable_baselines3.common.callbacks import EvalCallback
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import sync_envs_normalization, unwrap_vec_normalize
+
+if TYPE_CHECKING:
+    from sb3_pref.core.learner import PreferenceLearner
 
 
 class LearnedRewardEvalCallback(EvalCallback):
@@ -54,9 +57,15 @@ class LearnedRewardEvalCallback(EvalCallback):
             )
         super()._init_callback()
 
+    @property
+    def _learner(self) -> "PreferenceLearner":
+        """The run's preference learner (checked to exist when the callback starts)."""
+        learner: PreferenceLearner = self.model.pref_learner  # type: ignore[attr-defined]  # SB3 types the model as BaseAlgorithm
+        return learner
+
     def _learned_returns(self) -> tuple[list[float], list[float], list[int]]:
         """Play the episodes; :return: their learned returns, the env's returns and their lengths"""
-        learner = self.model.pref_learner
+        learner = self._learner
         vec_normalize = unwrap_vec_normalize(self.eval_env)
         n_envs = self.eval_env.num_envs
         steps: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n_envs)]
@@ -88,7 +97,7 @@ class LearnedRewardEvalCallback(EvalCallback):
             return True
         if self.model.get_vec_normalize_env() is not None:
             sync_envs_normalization(self.training_env, self.eval_env)
-        rounds = self.model.pref_learner.n_rounds
+        rounds = self._learner.n_rounds
         if rounds != self._judged_rounds:  # a new reward model: its scores start a new comparison
             self._judged_rounds, self.best_mean_learned_return = rounds, -np.inf
         learned, returns, lengths = self._learned_returns()
