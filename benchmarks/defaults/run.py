@@ -228,6 +228,8 @@ PHASES = {
     "dev_learned_best_swingup": dict(seeds=range(5), arms=("learned_best",), tasks=("cartpole_swingup",)),
     "report_learned_best_swingup": dict(seeds=range(105, 110), arms=("learned_best",), tasks=("cartpole_swingup",)),
     "report_true_best_swingup": dict(seeds=range(105, 110), arms=("ppo_true_best",), tasks=("cartpole_swingup",)),
+    # the judge on the README snippet's walker_walk (its curves flatten rather than swing), the snippet's fresh seeds
+    "report_learned_best_snippet": dict(seeds=range(101, 104), arms=("learned_best",), tasks=("walker_walk",)),
     "report_learned_best_swingup_floor": dict(
         seeds=range(105, 110), arms=("random_teacher_learned_best",), tasks=("cartpole_swingup",)
     ),
