@@ -103,3 +103,27 @@ def test_it_refuses_an_algorithm_without_a_learned_reward():
     env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
     with pytest.raises(TypeError, match="judges by a learned reward"):
         PPO("MlpPolicy", env, **SMALL).learn(64, callback=LearnedRewardEvalCallback(env, eval_freq=32))
+
+
+def test_it_scores_discrete_actions_as_the_rollouts_encode_them():
+    env = make_vec_env("CartPole-v1", n_envs=1, seed=0)
+    reward_model = RewardModel(env.observation_space, env.action_space, size_segment=10, mb_size=10, hidden_dim=16)
+    model = PPO_REWARD(
+        "MlpPolicy", env, reward_model=reward_model, teacher="oracle", max_feed=20, num_interaction=128,
+        unsuper_step=64, re_update=2, **SMALL,
+    )  # fmt: skip
+    model.learn(256)
+    judge = LearnedRewardEvalCallback(make_vec_env("CartPole-v1", n_envs=1, seed=5), n_eval_episodes=1, eval_freq=1)
+    judge.init_callback(model)
+    (scored,), (true_return,), (length,) = judge._learned_returns()
+    replay = make_vec_env("CartPole-v1", n_envs=1, seed=5)
+    obs, done, features, actions = replay.reset(), False, [], []
+    while not done:
+        action, _ = model.predict(obs, deterministic=True)
+        features.append(model._reward_features(obs)[0])
+        actions.append(model._reward_actions(action)[0])
+        obs, _, dones, _ = replay.step(action)
+        done = bool(dones[0])
+    assert np.stack(actions).shape == (length, 2) and set(np.unique(np.stack(actions))) <= {0.0, 1.0}  # one-hot
+    assert true_return == length  # CartPole pays 1 per step
+    assert scored == pytest.approx(float(model.pref_learner.predict_rewards(np.stack(features), np.stack(actions)).sum()))

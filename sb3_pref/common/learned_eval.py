@@ -10,7 +10,7 @@ run to the next. :class:`LearnedRewardEvalCallback` is ``EvalCallback`` with the
 """
 
 import os
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 import numpy as np
 from stable_baselines3.common.callbacks import EvalCallback
@@ -65,25 +65,30 @@ class LearnedRewardEvalCallback(EvalCallback):
 
     def _learned_returns(self) -> tuple[list[float], list[float], list[int]]:
         """Play the episodes; :return: their learned returns, the env's returns and their lengths"""
-        learner = self._learner
+        learner, model = self._learner, cast(Any, self.model)  # the preference algorithm: its reward features
         vec_normalize = unwrap_vec_normalize(self.eval_env)
         n_envs = self.eval_env.num_envs
         steps: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n_envs)]
         learned: list[float] = []
 
         def record(locals_: dict[str, Any], _globals: dict[str, Any]) -> None:
-            # Called per env and step with the observation the action was taken on; the reward model sees raw
-            # observations, as the rollout recorder stores them.
-            i = locals_["i"]
-            obs = locals_["observations"][i]
+            # Called per env and step with the observation the action was taken on. The reward model sees what the
+            # rollouts store: raw observations (not VecNormalize's), encoded by the algorithm's own features
+            # (one-hot discrete actions, flattened dicts, RL2's observation part).
+            i, observations = locals_["i"], locals_["observations"]
+            obs = (
+                {key: value[i : i + 1] for key, value in observations.items()}
+                if isinstance(observations, dict)
+                else (observations[i : i + 1])
+            )
             if vec_normalize is not None:
                 obs = vec_normalize.unnormalize_obs(obs)
-            steps[i].append((np.asarray(obs), np.asarray(locals_["actions"][i])))
+            steps[i].append((model._reward_features(obs)[0], model._reward_actions(locals_["actions"][i : i + 1])[0]))
             info = locals_["info"]
             if locals_["done"] and (not locals_["is_monitor_wrapped"] or "episode" in info):
-                obs_seq = np.stack([o for o, _ in steps[i]])
-                act_seq = np.stack([a for _, a in steps[i]])
-                learned.append(float(np.sum(learner.predict_rewards(obs_seq, act_seq))))
+                features = np.stack([f for f, _ in steps[i]])
+                actions = np.stack([a for _, a in steps[i]])
+                learned.append(float(np.sum(learner.predict_rewards(features, actions))))
                 steps[i].clear()
 
         returns, lengths = evaluate_policy(
