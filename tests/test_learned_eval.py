@@ -9,7 +9,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import VecNormalize
 
 from sb3_pref import PPO_REWARD, RewardModel
-from sb3_pref.common.learned_eval import LearnedRewardEvalCallback
+from sb3_pref.common.learned_eval import VEC_NORMALIZE_FILE, LearnedRewardEvalCallback
 
 SMALL = dict(n_steps=64, batch_size=64, n_epochs=2, policy_kwargs={"net_arch": [16]}, seed=0, verbose=0)
 
@@ -127,3 +127,36 @@ def test_it_scores_discrete_actions_as_the_rollouts_encode_them():
     assert np.stack(actions).shape == (length, 2) and set(np.unique(np.stack(actions))) <= {0.0, 1.0}  # one-hot
     assert true_return == length  # CartPole pays 1 per step
     assert scored == pytest.approx(float(model.pref_learner.predict_rewards(np.stack(features), np.stack(actions)).sum()))
+
+
+def test_it_saves_the_normalisation_the_kept_policy_was_judged_with(tmp_path):
+    env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=0), norm_reward=False)
+    model = _model(env)
+    eval_env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=1, seed=5), training=False, norm_reward=False)
+    judge = LearnedRewardEvalCallback(eval_env, n_eval_episodes=1, eval_freq=64, best_model_save_path=str(tmp_path))
+    seen = {}
+    on_step = judge._on_step
+
+    def watched():
+        best_before = judge.best_timestep
+        keep = on_step()
+        if judge.best_timestep != best_before:  # a new best: the statistics the judge just used
+            seen[judge.best_timestep] = env.obs_rms.mean.copy()
+        return keep
+
+    judge._on_step = watched
+    model.learn(1024, callback=judge)
+    kept = VecNormalize.load(str(tmp_path / VEC_NORMALIZE_FILE), make_vec_env("Pendulum-v1", n_envs=1, seed=5))
+    np.testing.assert_array_equal(kept.obs_rms.mean, seen[judge.best_timestep])
+    # on this seed the best comes mid-run (step 448 of 1024), and the statistics moved after it: saving the end of the
+    # run's statistics (or none) fails
+    assert judge.best_timestep < model.num_timesteps
+    assert not np.array_equal(kept.obs_rms.mean, env.obs_rms.mean)
+
+
+def test_without_vec_normalize_it_saves_only_the_model(tmp_path):
+    env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
+    judge = LearnedRewardEvalCallback(make_vec_env("Pendulum-v1", n_envs=1, seed=5), n_eval_episodes=1, eval_freq=64,
+                                      best_model_save_path=str(tmp_path))
+    _model(env).learn(512, callback=judge)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best_model.zip"]

@@ -233,6 +233,13 @@ PHASES = {
     "report_learned_best_swingup_floor": dict(
         seeds=range(105, 110), arms=("random_teacher_learned_best",), tasks=("cartpole_swingup",)
     ),
+    # walker_stand's PPO swings between about 180 and 780 at 500k (report_walker_stand): the judge there, with the
+    # VecNormalize statistics of the kept policy's time; development seeds first, then the fresh seeds of
+    # report_walker_stand beside PPO kept by SB3's EvalCallback on the same schedule
+    "dev_learned_best_walker_stand": dict(seeds=range(5), arms=("learned_best",), tasks=("walker_stand",)),
+    "report_learned_best_walker_stand": dict(
+        seeds=range(101, 111), arms=("learned_best", "ppo_true_best"), tasks=("walker_stand",)
+    ),
     # issue 41's walker_stand at 500k beside PPO and the grid's hand-set schedule (nothing is chosen: the defaults as
     # they are), then the floor; about 2 CPU-minutes per run on the AVX512-BF16 machine
     "report_walker_stand": dict(
@@ -266,6 +273,59 @@ def evaluate(model: Any, env: Any, episodes: int) -> float:
         sync_envs_normalization(model.get_env(), env)
     mean, _ = evaluate_policy(model, env, n_eval_episodes=episodes, deterministic=True)
     return float(mean)
+
+
+def make_judge(task: str, spec: dict[str, Any], seed: int, learned_best: bool, best_dir: str) -> Any:
+    """
+    The policy judged best, 5 episodes every 5% of the run on an env of its own (seed ``seed + 2000``): by the learned
+    reward (``LearnedRewardEvalCallback``) or, for PPO, by the true one (SB3's ``EvalCallback``), saved in ``best_dir``.
+    Under ``VecNormalize`` the judge sees what the policy does (the training statistics, synced at each judgement),
+    and the statistics of the kept policy's time are saved beside it: ``LearnedRewardEvalCallback`` does so itself,
+    ``EvalCallback`` through its ``callback_on_new_best``.
+    """
+    from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from sb3_pref.common.learned_eval import VEC_NORMALIZE_FILE, LearnedRewardEvalCallback
+
+    class SaveNormalization(BaseCallback):
+        """``callback_on_new_best``: the training env's ``VecNormalize`` statistics, saved."""
+
+        def _on_step(self) -> bool:
+            self.model.get_vec_normalize_env().save(os.path.join(best_dir, VEC_NORMALIZE_FILE))
+            return True
+
+    judge_env, on_new_best = make_env(task, 1, seed + 2000), None
+    if spec.get("normalize_obs"):
+        judge_env = VecNormalize(judge_env, training=False, norm_obs=True, norm_reward=False)
+        on_new_best = None if learned_best else SaveNormalization()
+    judge_class = LearnedRewardEvalCallback if learned_best else EvalCallback
+    return judge_class(
+        judge_env, n_eval_episodes=5, eval_freq=max(1, spec["steps"] // 20 // spec["n_envs"]),
+        best_model_save_path=best_dir, verbose=0, callback_on_new_best=on_new_best,
+    )  # fmt: skip
+
+
+def evaluate_kept(
+    model: Any, judge: Any, task: str, seed: int, best_dir: str, env: Any, eval_env: Any, normalized: bool
+) -> dict[str, Any]:
+    """:return: the kept policy's 20-episode score (with its own time's ``VecNormalize`` statistics) and its step"""
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from sb3_pref.common.learned_eval import VEC_NORMALIZE_FILE, LearnedRewardEvalCallback
+
+    best_env = env
+    if normalized:  # evaluate() syncs the kept statistics into the evaluation env
+        best_env = VecNormalize.load(os.path.join(best_dir, VEC_NORMALIZE_FILE), make_env(task, 1, seed + 1000))
+        best_env.training = False
+    best = type(model).load(os.path.join(best_dir, "best_model"), env=best_env)
+    if isinstance(judge, LearnedRewardEvalCallback):
+        return dict(
+            final_learned_best=evaluate(best, eval_env, 20), learned_best_step=judge.best_timestep,
+            learned_best_score=float(judge.best_mean_learned_return),
+        )  # fmt: skip
+    # EvalCallback does not keep the step of its best: the saved model carries it
+    return dict(final_true_best=evaluate(best, eval_env, 20), true_best_step=int(best.num_timesteps))
 
 
 @contextlib.contextmanager
@@ -372,18 +432,8 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
     callbacks: list[Any] = [Every10Percent()]
     best_dir = None
     if learned_best or true_best:
-        # the policy judged best, 5 episodes every 5% of the run on envs of their own: by the learned reward, or (PPO,
-        # SB3's EvalCallback) by the true one
-        from stable_baselines3.common.callbacks import EvalCallback
-
-        from sb3_pref.common.learned_eval import LearnedRewardEvalCallback
-
         best_dir = tempfile.mkdtemp(prefix="kept_best_")
-        judge_class = LearnedRewardEvalCallback if learned_best else EvalCallback
-        callbacks.append(judge_class(
-            make_env(task, 1, seed + 2000), n_eval_episodes=5, eval_freq=max(1, spec["steps"] // 20 // spec["n_envs"]),
-            best_model_save_path=best_dir, verbose=0,
-        ))  # fmt: skip
+        callbacks.append(make_judge(task, spec, seed, learned_best, best_dir))
         if learned_best:
             settings["learned_best"] = True
     cpu, wall = time.process_time(), time.time()
@@ -402,15 +452,7 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
         cpu_model=cpu_name(),
     )  # fmt: skip
     if best_dir is not None:
-        judge = callbacks[1]
-        best = type(model).load(os.path.join(best_dir, "best_model"), env=env)
-        if learned_best:
-            result.update(
-                final_learned_best=evaluate(best, eval_env, 20), learned_best_step=judge.best_timestep,
-                learned_best_score=float(judge.best_mean_learned_return),
-            )  # fmt: skip
-        else:  # EvalCallback does not keep the step of its best: the saved model carries it
-            result.update(final_true_best=evaluate(best, eval_env, 20), true_best_step=int(best.num_timesteps))
+        result.update(evaluate_kept(model, callbacks[1], task, seed, best_dir, env, eval_env, bool(spec.get("normalize_obs"))))
         shutil.rmtree(best_dir, ignore_errors=True)
     if extra is not None and not true_best:
         plan = model.feedback_plan

@@ -21,12 +21,19 @@ if TYPE_CHECKING:
     from sb3_pref.core.learner import PreferenceLearner
 
 
+#: the file, beside ``best_model.zip``, of the ``VecNormalize`` statistics the kept policy was judged with
+VEC_NORMALIZE_FILE = "best_model_vecnormalize.pkl"
+
+
 class LearnedRewardEvalCallback(EvalCallback):
     """
     ``EvalCallback`` that judges by the run's learned reward: every ``eval_freq`` calls it plays
     ``n_eval_episodes`` episodes on ``eval_env`` (as ``EvalCallback``, deterministic by default), scores each by
     the reward model's return (the policy's reward, normalised as the policy sees it), and saves the policy whose
-    episodes score highest as ``best_model_save_path/best_model.zip``.
+    episodes score highest as ``best_model_save_path/best_model.zip``. When the training env is wrapped in
+    ``VecNormalize``, its statistics at that moment are saved beside it as ``best_model_vecnormalize.pkl``
+    (:data:`VEC_NORMALIZE_FILE`): the kept policy acts on observations normalised by them, not by the end-of-run ones
+    (``VecNormalize.load(path, venv)`` restores them; SB3's ``EvalCallback`` leaves this to ``callback_on_new_best``).
 
     Scores are comparable only under one reward model: when a query round retrains it, the best score so far is
     forgotten and the next evaluation starts a new best (the saved file stays until then). With the planned
@@ -128,6 +135,9 @@ class LearnedRewardEvalCallback(EvalCallback):
             self.best_mean_learned_return, self.best_timestep = mean_learned, self.num_timesteps
             if self.best_model_save_path is not None:
                 self.model.save(os.path.join(self.best_model_save_path, "best_model"))
+                vec_normalize = self.model.get_vec_normalize_env()
+                if vec_normalize is not None:
+                    vec_normalize.save(os.path.join(self.best_model_save_path, VEC_NORMALIZE_FILE))
             if self.callback_on_new_best is not None:
                 return self.callback_on_new_best.on_step()
         return True
