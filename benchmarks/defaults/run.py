@@ -115,23 +115,27 @@ def evaluate_kept(
 
 
 @contextlib.contextmanager
-def plan_window(label_window: Optional[float]) -> Iterator[None]:
+def plan_window(label_window: Optional[float], pretrain_cap: Optional[int] = None) -> Iterator[None]:
     """
-    The feedback plan's label window (the share of the run by which every label is asked) set to ``label_window`` for
-    the ``learn`` call inside, restored after it: a candidate default, tried without changing the library. The plan
-    is made by the first ``learn`` call and saved with the model, so the window holds for the whole run.
+    The feedback plan's label window (the share of the run by which every label is asked) set to ``label_window``,
+    and its cap on pretraining steps to ``pretrain_cap``, for the ``learn`` call inside, restored after it: a
+    candidate default, tried without changing the library. The plan is made by the first ``learn`` call and saved
+    with the model, so the window holds for the whole run.
 
     :param label_window: the share (None: the library's own)
+    :param pretrain_cap: the most pretraining steps (None: the library's own)
     """
     from sb3_pref.core import feedback_plan
 
-    saved = feedback_plan.LABEL_WINDOW
+    saved = feedback_plan.LABEL_WINDOW, feedback_plan.PRETRAIN_CAP
     if label_window is not None:
         feedback_plan.LABEL_WINDOW = float(label_window)
+    if pretrain_cap is not None:
+        feedback_plan.PRETRAIN_CAP = int(pretrain_cap)
     try:
         yield
     finally:
-        feedback_plan.LABEL_WINDOW = saved
+        feedback_plan.LABEL_WINDOW, feedback_plan.PRETRAIN_CAP = saved
 
 
 def run_one(task: str, arm: str, seed: int) -> str:
@@ -170,6 +174,7 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
         eval_env = VecNormalize(eval_env, training=False, norm_obs=True, norm_reward=False)
     sac = spec.get("sac", False)
     label_window: Optional[float] = None
+    pretrain_cap: Optional[int] = None
     learned_best = False
     base, algorithm, algo_kwargs = (SAC, SAC_REWARD, {}) if sac else (PPO, PPO_REWARD, spec["ppo"])
     true_best = extra is not None and extra.get("true_best", False)
@@ -195,11 +200,11 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
             if teacher_kwargs is not None:  # a scripted teacher of these settings, seeded as the run
                 settings["teacher"] = ScriptedTeacher(**teacher_kwargs, seed=seed)
             settings.update(extra)
-        label_window = settings.pop("label_window", None)  # the plan's, not an algorithm option
+        # the plan's, not algorithm options
+        label_window, pretrain_cap = settings.pop("label_window", None), settings.pop("pretrain_cap", None)
         reward_model = RewardModel(env.observation_space, env.action_space, **model_kwargs)
         model = algorithm("MlpPolicy", env, reward_model=reward_model, seed=seed, verbose=0, **algo_kwargs, **settings)
-        if label_window is not None:
-            settings["label_window"] = label_window
+        settings.update({k: v for k, v in (("label_window", label_window), ("pretrain_cap", pretrain_cap)) if v is not None})
     start = evaluate(model, eval_env, 5)
     curve: list[tuple[int, float]] = []
     every = spec["steps"] // 10
@@ -223,7 +228,7 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
         if learned_best:
             settings["learned_best"] = True
     cpu, wall = time.process_time(), time.time()
-    with plan_window(label_window):
+    with plan_window(label_window, pretrain_cap):
         model.learn(spec["steps"], callback=callbacks)
     cpu, wall = time.process_time() - cpu - curve_cpu[0], time.time() - wall
     t0 = time.process_time()
