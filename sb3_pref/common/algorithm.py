@@ -123,11 +123,12 @@ class PreferenceAlgorithmMixin(_Base):
             # QPA draws its policy-aligned pairs uniformly
             self.feed_type = "uniform" if self.qpa_episodes else default_feed_type(self.feedback_schedule)
         if self.unsuper_flag is None:
-            self.unsuper_flag = self.default_unsuper_flag if reward_model is not None or reward_model_kwargs else 0
+            self.unsuper_flag = self.default_unsuper_flag if reward_model is not None or reward_model_kwargs is not None else 0
         previous_segment = reward_model.size_segment if reward_model is not None else None
         if size_segment is not None and reward_model is not None:
             reward_model.size_segment = size_segment
-        self.reward_model_kwargs = dict(reward_model_kwargs) if reward_model_kwargs else None
+        # {} is a reward model of the default settings, not none: only None leaves the env's reward
+        self.reward_model_kwargs = dict(reward_model_kwargs) if reward_model_kwargs is not None else None
         if self.reward_model_kwargs is not None and size_segment is not None:
             self.reward_model_kwargs["size_segment"] = size_segment
         self._reward_model_config = reward_model.get_config() if reward_model is not None else None
