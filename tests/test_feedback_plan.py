@@ -223,6 +223,25 @@ def test_sac_reward_plans_from_its_budget_too():
     assert saved == plan
 
 
+@pytest.mark.parametrize("unsuper_flag", [1, 0])
+def test_sac_reward_asks_where_its_plan_says_after_the_seed_steps(unsuper_flag, capsys):
+    # learning_starts' random steps come before pretraining and the rounds: the plan the user is shown must say so
+    # (it once said "10 queries at step 40" where the run asked at step 240)
+    env = pendulum(n_envs=1)
+    model = SAC_REWARD(
+        "MlpPolicy", env, reward_model=small_model(env, mb_size=10), teacher="oracle", max_feed=20, learning_starts=200,
+        policy_kwargs=SMALL_NET, seed=0, batch_size=32, verbose=1,
+    )  # fmt: skip
+    log = RoundLog()
+    model.learn(600, callback=log, unsuper_flag=unsuper_flag)
+    rounds = model.feedback_plan.rounds()
+    assert asked_rounds(log.feed) == rounds and model.pref_learner.total_feed == 20
+    first = 240 if unsuper_flag else 201  # after 200 seed steps: 40 of pretraining, or the first preference step
+    assert rounds[0] == (first, 10) and rounds[1] == (first + model.feedback_plan.num_interaction, 10)
+    assert f"200 seed steps (learning_starts), {'40 steps of pretraining, ' if unsuper_flag else ''}10 queries at step " \
+        f"{first}" in capsys.readouterr().out
+
+
 def test_the_plan_survives_a_file_made_before_it(tmp_path):
     # A model saved by the last release (tests/data, B-Pref's defaults stored as values) continues with them.
     loaded = PPO_REWARD.load("tests/data/ppo_reward_release.zip", env=pendulum(n_envs=1))

@@ -296,7 +296,7 @@ class PreferenceAlgorithmMixin(_Base):
             plan = plan_feedback(
                 self.feedback_schedule, self.option_family, total_timesteps, budget, self._rollout_steps(), given,
                 pretraining=self.unsuper_flag in (1, 2) and not self.preference.pretrain_done,
-                first_done=learner is not None and learner.n_rounds > 0,
+                first_done=learner is not None and learner.n_rounds > 0, seed_steps=self.preference.writer.seed_steps,
             )  # fmt: skip
         self.preference.apply_plan(plan, continued=continued)
 

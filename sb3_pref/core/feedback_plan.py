@@ -91,6 +91,8 @@ class FeedbackPlan:
     :param round_size: queries of each later round
     :param given: the settings the user gave (kept as given); the others were planned
     :param pretraining: whether the run pretrains before the first round
+    :param seed_steps: env steps before pretraining and before any round (SAC's ``learning_starts``: random actions);
+        they move the rounds, not the planned values
     """
 
     schedule: str
@@ -104,6 +106,7 @@ class FeedbackPlan:
     round_size: int
     given: tuple[str, ...] = field(default=())
     pretraining: bool = True
+    seed_steps: int = 0
 
     def rounds(self, start: int = 0, first_done: bool = False, budget: Optional[int] = None) -> list[tuple[int, int]]:
         """
@@ -119,10 +122,10 @@ class FeedbackPlan:
         end = start + self.total_timesteps
         if first_done:
             step = start + _round_up(self.num_interaction, rollout)
-        elif self.pretraining:
-            step = max(start, _round_up(self.unsuper_step, rollout))
-        else:
-            step = start + rollout  # the first preference rollout asks
+        elif self.pretraining:  # pretraining covers the seed steps, then its own
+            step = max(start, _round_up(self.seed_steps + self.unsuper_step, rollout))
+        else:  # the first preference rollout after the seed steps asks
+            step = max(start, _round_up(self.seed_steps, rollout) if self.seed_steps else 0) + rollout
         out: list[tuple[int, int]] = []
         size = self.round_size if first_done else self.first_round
         while left > 0 and step <= end:
@@ -139,13 +142,15 @@ class FeedbackPlan:
         asked = sum(n for _, n in rounds)
         left = self.max_feed if budget is None else budget
         pretrain = f"{self.unsuper_step} steps of pretraining, " if self.pretraining and not first_done else ""
+        if self.seed_steps > start and not first_done:
+            pretrain = f"{self.seed_steps} seed steps (learning_starts), " + pretrain
         if not rounds:
             return f"feedback plan ({self.schedule}): {pretrain}no query round within {self.total_timesteps} steps"
         first = "" if first_done else f"{rounds[0][1]} queries at step {rounds[0][0]}, then "
         return (
             f"feedback plan ({self.schedule}): {pretrain}{first}{self.round_size} every {self.num_interaction} steps; "
             f"{asked} of {left} labels asked by step {rounds[-1][0]} of {start + self.total_timesteps} "
-            f"({len(rounds)} rounds, at most {self.re_update} reward-model passes each)"
+            f"({len(rounds)} round{'s' if len(rounds) > 1 else ''}, at most {self.re_update} reward-model passes each)"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -179,6 +184,7 @@ def plan_feedback(
     given: dict[str, Optional[int]],
     pretraining: bool = True,
     first_done: bool = False,
+    seed_steps: int = 0,
 ) -> FeedbackPlan:
     """
     Plan the feedback of one ``learn`` call.
@@ -191,6 +197,8 @@ def plan_feedback(
     :param given: the user's value of each of :data:`SCHEDULE_SETTINGS` (None: plan it)
     :param pretraining: the run pretrains before its first round
     :param first_done: the first round was already asked (a run planned after some labels)
+    :param seed_steps: env steps before pretraining and the rounds (SAC's ``learning_starts``); the planned values do
+        not change with them, the rounds' steps do
     :return: the plan
     """
     check_feedback_schedule("feedback_schedule", schedule)
@@ -233,6 +241,7 @@ def plan_feedback(
         rollout_steps=rollout,
         given=given_names,
         pretraining=pretraining,
+        seed_steps=max(0, int(seed_steps)),
         **{name: values[name] for name in SCHEDULE_SETTINGS},
     )
     if schedule == "auto" and not {"round_size", "num_interaction"} & set(given_names):
