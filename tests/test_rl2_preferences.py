@@ -140,3 +140,20 @@ def test_adaptation_evaluation_shows_the_policy_the_learned_reward():
     # tanh-bounded predictions fill the slot; the env's own rewards are 0 or 1 only.
     assert np.isin(slots, [0.0, 1.0]).mean() < 0.5
     assert result is not None
+
+
+def test_a_reward_model_built_for_the_whole_trial_observation_is_refused_with_a_fix_that_runs():
+    import re
+
+    import pytest
+
+    env = trial_env()
+    wrong = RewardModel(env.observation_space, env.action_space, size_segment=4, mb_size=10)
+    with pytest.raises(ValueError, match="RL2's reward model sees a trial's inner observation") as error:
+        RL2("MlpLstmPolicy", env, reward_model=wrong, teacher="oracle", max_feed=10, n_steps=48, batch_size=16)
+    # the fix the error names is Python the user can paste: RewardModel(<width>, env.action_space, ...)
+    width = int(re.search(r"build it with RewardModel\((\d+), env\.action_space, \.\.\.\)", str(error.value)).group(1))
+    assert width == env.get_attr("layout", indices=0)[0].obs.stop != wrong.obs_dim
+    right = RewardModel(width, env.action_space, size_segment=4, mb_size=10)
+    model = RL2("MlpLstmPolicy", env, reward_model=right, teacher="oracle", max_feed=10, n_steps=48, batch_size=16)
+    assert model.pref_learner.reward_model is right

@@ -187,7 +187,7 @@ class PreferenceAlgorithmMixin(_Base):
             return
         model, encoder = self.reward_model, self._pref_encoder
         assert encoder is not None, "set up by _ensure_encoder with the reward model"
-        check_reward_model_fits(model, encoder.obs_dim, encoder.act_dim, self._reward_space_hint())
+        check_reward_model_fits(model, encoder.obs_dim, encoder.act_dim, *self._reward_space_hint())
         check_segment_fits(model.size_segment, self.env, self.segment_capacity)
         teacher = self.teacher if self.teacher is not None else model.teacher
         self._teacher_class = check_teacher_class(self._teacher_class, teacher, given_at_load)
@@ -207,9 +207,9 @@ class PreferenceAlgorithmMixin(_Base):
         """The samples the reward's gain/bias are fitted on; None: the learner's recent transitions."""
         return None
 
-    def _reward_space_hint(self) -> str:
-        """How the error for a reward model of the wrong size names the space it must be built for."""
-        return "env.observation_space"
+    def _reward_space_hint(self) -> tuple[str, str]:
+        """How the error for a reward model of the wrong size names the space it must be built for, and why."""
+        return "env.observation_space", ""
 
     @classmethod
     def _check_reward_model_arguments(

@@ -306,19 +306,20 @@ def check_reward_model_arguments(
         )
 
 
-def check_reward_model_fits(model: RewardModel, obs_dim: int, act_dim: int, space_hint: str) -> None:
+def check_reward_model_fits(model: RewardModel, obs_dim: int, act_dim: int, space_hint: str, note: str = "") -> None:
     """
     The reward model must see the algorithm's reward features.
 
     :param model: the reward model given or rebuilt
     :param obs_dim: the width of the observation features the algorithm computes
     :param act_dim: the width of its action features
-    :param space_hint: how to name the space the model must be built for, in the error
+    :param space_hint: the first argument of ``RewardModel`` in the error's fix (a Python expression)
+    :param note: why, appended to the error (empty: nothing)
     """
     if (model.obs_dim, model.act_dim) != (obs_dim, act_dim):
         raise ValueError(
             f"reward_model was built for obs_dim={model.obs_dim}, act_dim={model.act_dim}, but it must see "
-            f"obs_dim={obs_dim}, act_dim={act_dim}: build it with RewardModel({space_hint}, env.action_space, ...)"
+            f"obs_dim={obs_dim}, act_dim={act_dim}: build it with RewardModel({space_hint}, env.action_space, ...){note}"
         )
 
 

@@ -124,12 +124,17 @@ class RL2(PreferenceRewardMixin, RecurrentPPO):
         """The env an evaluation should use: with the learned reward in the policy's input when there is one."""
         return self._with_learned_reward_slot(env) if self.pref_learner is not None else env
 
-    def _reward_space_hint(self) -> str:
+    def _reward_space_hint(self) -> tuple[str, str]:
         layout = self._layout()
         if layout is None:
             return super()._reward_space_hint()
         # The reward model sees the inner observation only, not the whole trial observation.
-        return f"{layout.obs.stop - layout.obs.start} (the inner observation: env.get_attr('layout', indices=0)[0].obs)"
+        width = layout.obs.stop - layout.obs.start
+        return str(width), (
+            f": RL2's reward model sees a trial's inner observation ({width} wide, "
+            "env.get_attr('layout', indices=0)[0].obs), not the trial's whole observation; or give "
+            "reward_model_kwargs={...}, which builds it so"
+        )
 
     def _reward_observation_space(self) -> spaces.Space:
         layout = self._layout()
