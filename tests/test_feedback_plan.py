@@ -257,3 +257,19 @@ def test_a_budget_of_no_labels_is_refused_with_what_it_would_mean():
     env = pendulum()
     with pytest.raises(ValueError, match=r"max_feed=0 asks the teacher nothing.*never be trained.*max_feed=400"):
         PPO_REWARD("MlpPolicy", env, reward_model=small_model(env), teacher="oracle", max_feed=0)
+
+
+def test_episodes_shorter_than_a_segment_are_told_at_the_first_round_at_the_users_line():
+    # CartPole-v1's first episodes last about 20 steps: no 50-step segment can be cut, so nothing is asked. The user
+    # hears it at the first round that finds none (it once took ten rounds), pointing at their learn() line.
+    env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    model = PPO_REWARD(
+        "MlpPolicy", env, n_steps=64, batch_size=64, n_epochs=1, reward_model=small_model(env, size_segment=50),
+        teacher="oracle", max_feed=20, policy_kwargs=SMALL_NET, seed=0,
+    )  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.learn(128 * 3)
+    told = [w for w in caught if "found no episode piece of size_segment=50" in str(w.message)]
+    assert len(told) == 1 and told[0].filename == __file__
+    assert "fixed-horizon" in str(told[0].message) and model.pref_learner.total_feed == 0

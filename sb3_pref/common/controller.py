@@ -11,15 +11,14 @@ and the algorithm's buffer through a :class:`RewardWriter`, one per buffer kind:
 one writer, and hands each finished rollout to :meth:`PreferenceController.finish_rollout`.
 """
 
-import sys
 import warnings
-from types import FrameType
 from typing import Any, Callable, Optional, Protocol, Union
 
 import numpy as np
 import torch as th
 from stable_baselines3.common.logger import Logger
 
+from sb3_pref.core.checks import user_stacklevel
 from sb3_pref.core.entropy import StateEntropyReward
 from sb3_pref.core.feedback_plan import FeedbackPlan
 from sb3_pref.core.learner import PreferenceLearner
@@ -32,15 +31,6 @@ PHASE_PRETRAIN, PHASE_PREFERENCE, PHASE_TRUE_REWARD = 0, 1, 2
 
 #: ``learn`` warns when pretraining would take more than this share of the steps it is asked for.
 PRETRAIN_WARN_SHARE = 0.25
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` that points a warning at the first caller outside sb3_pref (subclasses add ``learn`` frames)."""
-    frame: Optional[FrameType] = sys._getframe(1)
-    level = 1
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("sb3_pref"):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 class PreferenceHost(Protocol):
@@ -211,7 +201,7 @@ class PreferenceController:
                 f"only {asked} of the {learner.budget_left} labels left (max_feed={learner.max_feed}) can be asked in "
                 f"this learn call's {plan.total_timesteps} steps: {text}. Raise total_timesteps, lower max_feed, or ask "
                 "more often (num_interaction) or more per round (the reward model's mb_size)",
-                stacklevel=_user_stacklevel(),
+                stacklevel=user_stacklevel(),
             )
 
     def warn_if_pretraining_dominates(self, total_timesteps: int) -> None:
@@ -228,7 +218,7 @@ class PreferenceController:
                 f"({left / total_timesteps:.0%}): the policy learns nothing about the task meanwhile, and its "
                 "pretrained behaviour must be unlearned afterwards. Lower unsuper_step (e.g. "
                 f"unsuper_step={int(0.1 * total_timesteps)}) or skip pretraining with learn(..., unsuper_flag=0)",
-                stacklevel=_user_stacklevel(),
+                stacklevel=user_stacklevel(),
             )
 
     # ------------------------------------------------------------------ phases

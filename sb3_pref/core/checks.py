@@ -6,6 +6,8 @@ checks that do).
 """
 
 import math
+import sys
+from types import FrameType
 from typing import Any, Optional
 
 import numpy as np
@@ -57,3 +59,19 @@ def check_bool(name: str, value: Any) -> bool:
     if isinstance(value, (int, np.integer)) and value in (0, 1):
         return bool(value)
     raise TypeError(f"{name} must be True or False, got {value!r} (a {_type_name(value)})")
+
+
+#: the packages a warning's stack passes through between the user's ``learn`` call and the library's code
+_LIBRARY_PACKAGES = ("sb3_pref", "stable_baselines3", "sb3_contrib")
+
+
+def user_stacklevel() -> int:
+    """
+    The ``stacklevel`` that points a warning at the first caller outside sb3_pref and SB3 (the line that called
+    ``learn``), also from code SB3 calls back during a rollout.
+    """
+    frame: Optional[FrameType] = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_globals.get("__name__", "").split(".")[0] in _LIBRARY_PACKAGES:
+        frame, level = frame.f_back, level + 1
+    return level

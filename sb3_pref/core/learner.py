@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
+from sb3_pref.core.checks import user_stacklevel
 from sb3_pref.core.feedback_plan import BPREF_SCHEDULE, FeedbackPlan
 from sb3_pref.core.preferences import PreferenceDataset
 from sb3_pref.core.qpa import PairCrops
@@ -29,8 +30,6 @@ from sb3_pref.core.teachers import (
     stream_generator,
 )
 
-# Due rounds that found no segment-long episode piece before a warning says why nothing is asked.
-_WARN_AFTER_WAITS = 10
 #: B-Pref's round size and reward passes, for a learner that follows no plan and a model that sets none
 BPREF_ROUND_SIZE = BPREF_SCHEDULE["on_policy"]["round_size"]
 BPREF_RE_UPDATE = BPREF_SCHEDULE["on_policy"]["re_update"]
@@ -269,12 +268,14 @@ class PreferenceLearner:
             # Not one segment fits yet: ask later rather than fail (B-Pref waits for enough data too).
             n_queries = 0
             self._rounds_waited += 1
-            if self._rounds_waited == _WARN_AFTER_WAITS:
+            if self._rounds_waited == 1:  # said at once: until an episode lasts a segment, nothing is learnt
                 warnings.warn(
-                    f"{self._rounds_waited} query rounds waited for an episode piece of size_segment="
-                    f"{self.size_segment} steps, but the longest stored piece has {self.store.max_piece_length}: "
-                    "episodes end sooner than a segment lasts; lower size_segment",
-                    stacklevel=2,
+                    f"a query round found no episode piece of size_segment={self.size_segment} steps (the longest "
+                    f"stored has {self.store.max_piece_length}): nothing is asked until an episode lasts that long, "
+                    "and the policy trains on an untrained reward meanwhile. Lower size_segment (the reward model's), "
+                    "or use a fixed-horizon version of the env: an env that ends early (CartPole-v1, a fall) shows its "
+                    "teacher segments of different lengths, which preferences over fixed-length segments cannot compare",
+                    stacklevel=user_stacklevel(),
                 )
         if carried and n_queries <= 0:
             self.n_rounds += 1  # the interrupted round, completed by the pairs it carried over
