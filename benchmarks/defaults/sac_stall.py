@@ -10,6 +10,7 @@ model, with the walker's torso height and uprightness (dm_control's ``torso_heig
     python -m benchmarks defaults stall --arm defaults --seed 104 --steps 50000   # one per core, side by side
     python -m benchmarks defaults stall --arm sac --seed 104 --steps 50000
     python -m benchmarks defaults stall_look --seed 104                           # writes stall/seed<N>.json
+    python -m benchmarks defaults stall --arm rune --seed 0 --steps 50000         # RUNE's bonus at the stall's step
 
 If the stalled run's reward scores SAC's standing episodes above its own, the reward is right and the policy does not
 find what it pays for (an exploration or optimisation problem); if it scores them lower, the labels taught it to pay for
@@ -39,13 +40,15 @@ EPISODES = 5
 @probe(
     "stall",
     "one walker_stand run of SAC_REWARD at its defaults, or of SAC, stopped at --steps and saved",
-    Option("--arm", "defaults (SAC_REWARD) or sac (the true reward)", choices=["defaults", "sac"], default="defaults"),
+    Option("--arm", "defaults (SAC_REWARD), rune (its defaults with RUNE's PEBBLE settings) or sac (the true reward)",
+           choices=["defaults", "rune", "sac"], default="defaults"),
     Option("--steps", "stop after this many env steps (the plan is made for the task's 100k)", type=int, default=50_000),
     shared("seed"),
     environ={"MUJOCO_GL": "osmesa"},
 )
 def stall(args: argparse.Namespace) -> None:
-    """Train, stop at ``--steps``, save the model (SAC_REWARD's carries its reward model and labels)."""
+    """Train, stop at ``--steps``, save the model (SAC_REWARD's carries its reward model and labels); the return and
+    CPU seconds go to ``stall/runs/<arm>/seed<N>.json``."""
     import torch as th
     from stable_baselines3 import SAC
     from stable_baselines3.common.callbacks import BaseCallback
@@ -59,9 +62,11 @@ def stall(args: argparse.Namespace) -> None:
     if args.arm == "sac":
         model: Any = SAC("MlpPolicy", env, seed=args.seed, verbose=0)
     else:
+        # RUNE's PEBBLE settings (issue 44): the ensemble's std as a bonus, beta_0 = 0.05 decaying by 1e-5 per step
+        rune = dict(rune_beta=0.05, rune_decay=1e-5) if args.arm == "rune" else {}
         model = SAC_REWARD(
             "MlpPolicy", env, reward_model=RewardModel(env.observation_space, env.action_space), teacher="oracle",
-            max_feed=spec["labels"], seed=args.seed, verbose=0,
+            max_feed=spec["labels"], seed=args.seed, verbose=0, **rune,
         )  # fmt: skip
     stop_at = int(args.steps)
 
@@ -74,8 +79,13 @@ def stall(args: argparse.Namespace) -> None:
     cpu = time.process_time() - cpu
     MODELS.mkdir(parents=True, exist_ok=True)
     model.save(MODELS / f"{args.arm}_seed{args.seed}")
-    print(f"{args.arm} seed {args.seed}: {model.num_timesteps} steps, return {evaluate(model, eval_env, 5):.1f}, "
-          f"{cpu:.0f} CPU s")  # fmt: skip
+    final = evaluate(model, eval_env, 5)
+    result = dict(arm=args.arm, seed=args.seed, steps=int(model.num_timesteps), final=final, cpu_seconds=cpu)
+    if args.arm != "sac":
+        result["oracle_agreement"] = float(model.pref_learner.oracle_agreement(2000))
+        result["labels"] = int(model.pref_learner.total_feed)
+    write_json(STALL / "runs" / args.arm / f"seed{args.seed}.json", result)
+    print(f"{args.arm} seed {args.seed}: {model.num_timesteps} steps, return {final:.1f}, {cpu:.0f} CPU s")
 
 
 def play(model: Any, reward_owner: Any, seed: int) -> list[dict[str, Any]]:
