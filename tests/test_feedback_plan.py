@@ -212,7 +212,7 @@ def test_sac_reward_plans_from_its_budget_too():
     env = pendulum(n_envs=1)
     model = SAC_REWARD(
         "MlpPolicy", env, reward_model=small_model(env), teacher="oracle", max_feed=40, learning_starts=50,
-        policy_kwargs=SMALL_NET, seed=0, batch_size=32,
+        policy_kwargs=dict(SMALL_NET), seed=0, batch_size=32,
     )  # fmt: skip
     model.learn(600)
     plan = model.feedback_plan
@@ -230,7 +230,7 @@ def test_sac_reward_asks_where_its_plan_says_after_the_seed_steps(unsuper_flag, 
     env = pendulum(n_envs=1)
     model = SAC_REWARD(
         "MlpPolicy", env, reward_model=small_model(env, mb_size=10), teacher="oracle", max_feed=20, learning_starts=200,
-        policy_kwargs=SMALL_NET, seed=0, batch_size=32, verbose=1,
+        policy_kwargs=dict(SMALL_NET), seed=0, batch_size=32, verbose=1,  # a copy: SB3's SAC writes use_sde into it
     )  # fmt: skip
     log = RoundLog()
     model.learn(600, callback=log, unsuper_flag=unsuper_flag)

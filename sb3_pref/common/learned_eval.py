@@ -132,6 +132,8 @@ class LearnedRewardEvalCallback(EvalCallback):
         self.logger.record("time/total_timesteps", self.num_timesteps, exclude="tensorboard")
         self.logger.dump(self.num_timesteps)
         if mean_learned > self.best_mean_learned_return:
+            if self.verbose >= 1:
+                print("New best mean learned return!")
             self.best_mean_learned_return, self.best_timestep = mean_learned, self.num_timesteps
             if self.best_model_save_path is not None:
                 self.model.save(os.path.join(self.best_model_save_path, "best_model"))

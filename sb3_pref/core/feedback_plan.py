@@ -119,7 +119,7 @@ class FeedbackPlan:
         """
         left = self.max_feed if budget is None else budget
         rollout = self.rollout_steps
-        end = start + self.total_timesteps
+        end = start + _round_up(self.total_timesteps, rollout)  # SB3 runs whole rollouts until it has the steps
         if first_done:
             step = start + _round_up(self.num_interaction, rollout)
         elif self.pretraining:  # pretraining covers the seed steps, then its own
