@@ -258,7 +258,7 @@ def test_one_step_episodes_with_a_spec_are_refused_before_training():
 def test_one_step_episodes_without_a_spec_wait_and_warn_instead_of_hanging():
     env = DummyVecEnv([OneStep])
     model = PPO_REWARD("MlpPolicy", env, reward_model=small_model(env), unsuper_flag=0, num_interaction=1, seed=0, **TINY)
-    with pytest.warns(UserWarning, match=r"waited for an episode piece of size_segment=10 .* longest stored piece has 1"):
+    with pytest.warns(UserWarning, match=r"found no episode piece of size_segment=10 steps \(the longest stored has 1\)"):
         model.learn(32 * 10)
     assert model.pref_learner.total_feed == 0 and model.num_timesteps == 320  # no crash, no budget spent
 
