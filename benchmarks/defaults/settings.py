@@ -110,6 +110,9 @@ ARMS: dict[str, Optional[dict[str, Any]]] = {
     # pretraining a fifteenth of the run without the 10k cap (34k steps at 500k, 26k at 400k, 66k at 1M; the runs of
     # 150k steps and fewer, the demo's included, keep their plan), so the first round's states are more varied
     "pretrain_uncapped": {"pretrain_cap": 10**9},
+    # SAC_REWARD stalls crouching on walker_stand because its labels hold few standing states (sac_stall.py): RUNE's
+    # exploration bonus, the ensemble's std, with its PEBBLE settings (beta_0 = 0.05, decay 1e-5 per step; issue 44)
+    "rune_pebble": {"rune_beta": 0.05, "rune_decay": 1e-5},
     # issue 44's RIME with PEBBLE: B-Pref's mistake teacher (10% of answers flipped), without and with RIME's filter
     "mistake10": {"teacher_kwargs": {"eps_mistake": 0.1}},
     "mistake10_rime": {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True},
@@ -209,6 +212,8 @@ PHASES = {
         seeds=range(5), arms=("pretrain_uncapped",), tasks=("walker_stand", "cartpole_swingup")
     ),
     "dev_pretrain_uncapped_snippet": dict(seeds=range(2), arms=("pretrain_uncapped",), tasks=("walker_walk",)),
+    # rune_pebble on walker_stand-sac's fresh seeds, after its development screen to 50k steps (sac_stall.py, seeds 0-2)
+    "report_walker_sac_rune": dict(seeds=range(101, 106), arms=("rune_pebble",), tasks=("walker_stand-sac",)),
     # walker_stand's PPO swings between about 180 and 780 at 500k (report_walker_stand): the judge there, with the
     # VecNormalize statistics of the kept policy's time; development seeds first, then the fresh seeds of
     # report_walker_stand beside PPO kept by SB3's EvalCallback on the same schedule
