@@ -334,6 +334,11 @@ def test_batched_prediction_matches_per_member_computation(batch_shape):
         model.member_rewards(features, chunk_size=4).numpy(), model.member_rewards(features).numpy(), atol=1e-6
     )
     np.testing.assert_array_equal(model.predict(th.from_numpy(features))[0], mean)
+    # rows across the default chunks' boundaries (3 chunks) come back in order, as one pass gives them
+    many = np.random.default_rng(1).normal(size=(10_000, OBS_DIM + ACT_DIM)).astype(np.float32)
+    np.testing.assert_allclose(
+        model.member_rewards(many).numpy(), model.member_rewards(many, chunk_size=len(many)).numpy(), rtol=1e-6, atol=1e-6
+    )
     if len(batch_shape) == 2:
         np.testing.assert_allclose(
             model.member_returns(features), members.reshape(3, *batch_shape).sum(-1), rtol=1e-5, atol=1e-5

@@ -47,6 +47,7 @@ Studies:
 - ``cost_report``: the candidate on cartpole_balance's protocol seeds 100-109, beside its own PPO and defaults arms;
   ``cost_pendulum_report`` the same on Pendulum-v1's seeds 100-104, and ``swingup_best``'s ``re_update10_high`` arm
   on swing-up's fresh seeds 105-109.
+- ``cost_chunked``: PPO and the defaults again on ``cost_report``'s seeds, after the prediction chunks shrank.
 """
 
 import argparse
@@ -260,6 +261,15 @@ STUDIES: dict[str, dict[str, Any]] = {
         seeds=range(100, 110),
         protocol_arms=(),
         arms=_COST_ARMS,
+    ),
+    # the defaults' cost after the reward model's predictions went to chunks of 4096 rows (the same bits, a third of
+    # the selection's time), remeasured on cost_report's seeds with PPO side by side at one commit: cost_report's runs
+    # are 118 commits older, and the evaluation stream has moved every run's path since
+    "cost_chunked": dict(
+        tasks=("cartpole_balance",),
+        seeds=range(100, 110),
+        protocol_arms=(),
+        arms={arm: _COST_ARMS[arm] for arm in ("ppo", "plain_high")},
     ),
 }
 

@@ -195,10 +195,12 @@ class RewardModel:
             )
         return th.as_tensor(features, dtype=th.float32, device=self.device)
 
-    def member_rewards(self, features: Union[np.ndarray, th.Tensor], chunk_size: int = 65536) -> th.Tensor:
+    def member_rewards(self, features: Union[np.ndarray, th.Tensor], chunk_size: int = 4096) -> th.Tensor:
         """
         :param features: ``(..., input_dim)`` rows of ``concat(obs, action)``
-        :param chunk_size: rows per forward pass, which bounds memory for very large batches
+        :param chunk_size: rows per forward pass. Small chunks keep each layer's activations in the CPU's cache: the
+            disagreement selection's 125k rows take a third of the time they took in chunks of 65536. The results are
+            the same bits on the CPUs measured: a row's result does not depend on the chunk it is in
         :return: per-member rewards ``(E, ...)`` (no gradient)
         """
         x = self._as_tensor(features)
