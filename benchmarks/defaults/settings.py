@@ -214,6 +214,12 @@ PHASES = {
     "dev_pretrain_uncapped_snippet": dict(seeds=range(2), arms=("pretrain_uncapped",), tasks=("walker_walk",)),
     # rune_pebble on walker_stand-sac's fresh seeds, after its development screen to 50k steps (sac_stall.py, seeds 0-2)
     "report_walker_sac_rune": dict(seeds=range(101, 106), arms=("rune_pebble",), tasks=("walker_stand-sac",)),
+    # the labels until two thirds of the run, not a third, on walker_stand-sac's fresh seeds: run only if its
+    # development screen (sac_stall.py --arm window_two_thirds, seeds 0-2 at 50k) is ahead of the defaults on two of
+    # three seeds and on the mean, the rule RUNE's screen had
+    "report_walker_sac_window": dict(
+        seeds=range(101, 106), arms=("label_window_two_thirds",), tasks=("walker_stand-sac",)
+    ),
     # walker_stand's PPO swings between about 180 and 780 at 500k (report_walker_stand): the judge there, with the
     # VecNormalize statistics of the kept policy's time; development seeds first, then the fresh seeds of
     # report_walker_stand beside PPO kept by SB3's EvalCallback on the same schedule
