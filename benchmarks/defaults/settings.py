@@ -217,6 +217,9 @@ PHASES = {
     # the labels until two thirds of the run, not a third, on walker_stand-sac's fresh seeds: run only if its
     # development screen (sac_stall.py --arm window_two_thirds, seeds 0-2 at 50k) is ahead of the defaults on two of
     # three seeds and on the mean, the rule RUNE's screen had
+    "report_walker_sac_window": dict(
+        seeds=range(101, 106), arms=("label_window_two_thirds",), tasks=("walker_stand-sac",)
+    ),
     # ... and the same window on SAC_REWARD's other task, development seeds, beside the defaults (Pendulum-v1-sac has no
     # development runs of its own: its report seeds were chosen on nothing)
     "dev_sac_window_pendulum": dict(
@@ -226,9 +229,6 @@ PHASES = {
     # screen came out level: -143.1 against -143.0 over seeds 0-4)
     "report_sac_window_pendulum": dict(
         seeds=range(101, 104), arms=("label_window_two_thirds",), tasks=("Pendulum-v1-sac",)
-    ),
-    "report_walker_sac_window": dict(
-        seeds=range(101, 106), arms=("label_window_two_thirds",), tasks=("walker_stand-sac",)
     ),
     # walker_stand's PPO swings between about 180 and 780 at 500k (report_walker_stand): the judge there, with the
     # VecNormalize statistics of the kept policy's time; development seeds first, then the fresh seeds of
