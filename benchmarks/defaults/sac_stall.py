@@ -55,19 +55,21 @@ def stall(args: argparse.Namespace) -> None:
     from stable_baselines3.common.callbacks import BaseCallback
 
     from benchmarks.defaults.run import TASKS, evaluate, make_env, plan_window
+    from benchmarks.defaults.settings import ARMS
     from sb3_pref import SAC_REWARD, RewardModel
 
     th.set_num_threads(1)
     spec = TASKS[TASK]
     env, eval_env = make_env(TASK, 1, args.seed), make_env(TASK, 1, args.seed + 1000)
+    # the probe's arms are run.py's: RUNE's PEBBLE settings (rune_pebble), the labels until two thirds of the run
+    extra = dict(ARMS[{"rune": "rune_pebble", "window_two_thirds": "label_window_two_thirds"}.get(args.arm, "defaults")])
+    label_window = extra.pop("label_window", None)
     if args.arm == "sac":
         model: Any = SAC("MlpPolicy", env, seed=args.seed, verbose=0)
     else:
-        # RUNE's PEBBLE settings (issue 44): the ensemble's std as a bonus, beta_0 = 0.05 decaying by 1e-5 per step
-        rune = dict(rune_beta=0.05, rune_decay=1e-5) if args.arm == "rune" else {}
         model = SAC_REWARD(
             "MlpPolicy", env, reward_model=RewardModel(env.observation_space, env.action_space), teacher="oracle",
-            max_feed=spec["labels"], seed=args.seed, verbose=0, **rune,
+            max_feed=spec["labels"], seed=args.seed, verbose=0, **extra,
         )  # fmt: skip
     stop_at = int(args.steps)
 
@@ -78,7 +80,7 @@ def stall(args: argparse.Namespace) -> None:
     cpu = time.process_time()
     # planned for the whole run, as run.py's runs were; the window arm asks its labels until two thirds of it, so the
     # states of a policy that has begun to stand get labelled too (the stall is a coverage gap in the labels)
-    with plan_window(2 / 3 if args.arm == "window_two_thirds" else None):
+    with plan_window(label_window):
         model.learn(spec["steps"], callback=StopAt())
     cpu = time.process_time() - cpu
     MODELS.mkdir(parents=True, exist_ok=True)
