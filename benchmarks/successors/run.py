@@ -48,6 +48,7 @@ Studies:
   ``cost_pendulum_report`` the same on Pendulum-v1's seeds 100-104, and ``swingup_best``'s ``re_update10_high`` arm
   on swing-up's fresh seeds 105-109.
 - ``cost_chunked``: PPO and the defaults again on ``cost_report``'s seeds, after the prediction chunks shrank.
+- ``cost_batched``: the same again, after the recorder encoded each rollout once at its end.
 """
 
 import argparse
@@ -266,6 +267,12 @@ STUDIES: dict[str, dict[str, Any]] = {
     # the selection's time), remeasured on cost_report's seeds with PPO side by side at one commit: cost_report's runs
     # are 118 commits older, and the evaluation stream has moved every run's path since
     "cost_chunked": dict(
+        tasks=("cartpole_balance",),
+        seeds=range(100, 110),
+        protocol_arms=(),
+        arms={arm: _COST_ARMS[arm] for arm in ("ppo", "plain_high")},
+    ),
+    "cost_batched": dict(
         tasks=("cartpole_balance",),
         seeds=range(100, 110),
         protocol_arms=(),

@@ -89,13 +89,13 @@ class RolloutRecorder(BaseCallback):
     def _on_rollout_start(self) -> None:
         host = self.host
         host._begin_rollout()
-        self._records: dict[str, list[np.ndarray]] = {key: [] for key in ("obs", "actions", "true", "seen", "dones")}
+        # Raw arrays per step, encoded once at the rollout's end: one encoder call per rollout, not two per step
+        # (the encoding is row by row, so the features are the same).
+        self._records: dict[str, list[Any]] = {key: [] for key in ("obs", "actions", "true", "seen", "dones")}
         self._info_keys = host._segment_info_keys()
         self._extras: dict[str, list[np.ndarray]] = {key: [] for key in self._info_keys}
         vec_normalize = host.get_vec_normalize_env()
-        self._prev_obs = host._reward_features(
-            vec_normalize.get_original_obs() if vec_normalize is not None else host._last_obs
-        )
+        self._prev_obs = _snapshot(vec_normalize.get_original_obs() if vec_normalize is not None else host._last_obs)
 
     def _on_step(self) -> bool:
         host = self.host
@@ -103,10 +103,9 @@ class RolloutRecorder(BaseCallback):
         rewards, dones = self.locals["rewards"], self.locals["dones"]
         true_rewards = vec_normalize.get_original_reward() if vec_normalize is not None else rewards
         raw_next = vec_normalize.get_original_obs() if vec_normalize is not None else self.locals["new_obs"]
-        next_obs = host._reward_features(raw_next)
         records = self._records
         records["obs"].append(self._prev_obs)
-        records["actions"].append(host._reward_actions(self.locals.get("clipped_actions", self.locals["actions"])))
+        records["actions"].append(np.array(self.locals.get("clipped_actions", self.locals["actions"])))
         records["true"].append(np.asarray(true_rewards, dtype=np.float32).copy())
         # Copied now: SB3 adds the time-limit bootstrap to this array in place right after the callbacks.
         records["seen"].append(np.asarray(rewards, dtype=np.float32).copy())
@@ -115,12 +114,37 @@ class RolloutRecorder(BaseCallback):
             self._extras[key].append(
                 np.stack([np.asarray(info[key], dtype=np.float64).ravel() for info in self.locals["infos"]])
             )
-        self._prev_obs = next_obs
+        self._prev_obs = _snapshot(raw_next)
         return True
 
     def _on_rollout_end(self) -> None:
-        stacked = {key: np.stack(values) for key, values in self._records.items() if values}
-        extras = {key: np.stack(values) for key, values in self._extras.items() if values}
+        records, extras_lists = self._records, self._extras
         self._records, self._extras = {}, {}
-        if stacked:
-            self.host._finish_rollout(**stacked, extras=extras or None)
+        if not records["obs"]:
+            return
+        host = self.host
+        n_steps, n_envs = len(records["obs"]), len(records["seen"][0])
+        obs = _stack_rows(records.pop("obs"))
+        actions = np.stack(records.pop("actions"))
+        stacked = {key: np.stack(values) for key, values in records.items()}
+        stacked["obs"] = host._reward_features(obs).reshape(n_steps, n_envs, -1)
+        stacked["actions"] = host._reward_actions(actions.reshape(n_steps * n_envs, *actions.shape[2:])).reshape(
+            n_steps, n_envs, -1
+        )
+        extras = {key: np.stack(values) for key, values in extras_lists.items() if values}
+        host._finish_rollout(**stacked, extras=extras or None)
+
+
+def _snapshot(obs: Union[np.ndarray, dict]) -> Union[np.ndarray, dict]:
+    """A copy of a batch of observations (a dict's arrays each), safe from a wrapper that reuses its buffers."""
+    if isinstance(obs, dict):
+        return {key: np.array(value) for key, value in obs.items()}
+    return np.array(obs)
+
+
+def _stack_rows(batches: list[Any]) -> Union[np.ndarray, dict]:
+    """``T`` batches of ``n`` observations (arrays, or dicts of arrays) as one batch of ``T * n`` rows."""
+    if isinstance(batches[0], dict):
+        return {key: _stack_rows([batch[key] for batch in batches]) for key in batches[0]}
+    stacked = np.stack(batches)
+    return stacked.reshape(-1, *stacked.shape[2:])
