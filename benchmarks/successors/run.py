@@ -49,6 +49,10 @@ Studies:
   on swing-up's fresh seeds 105-109.
 - ``cost_chunked``: PPO and the defaults again on ``cost_report``'s seeds, after the prediction chunks shrank.
 - ``cost_batched``: the same again, after the recorder encoded each rollout once at its end.
+- ``qpa_low_fresh``: the check ``qpa_dev`` asked for, on seeds nobody had looked at: the defaults and
+  ``qpa_episodes=10`` at 250 labels on cartpole_balance, seeds 110-119, each pair side by side, with PPO and the
+  floor (a teacher answering at random, 250 labels) on the same seeds.
+- ``qpa_pendulum_dev``: the same two arms on Pendulum-v1's development seeds 0-4, at both budgets (200 and 50).
 """
 
 import argparse
@@ -271,6 +275,28 @@ STUDIES: dict[str, dict[str, Any]] = {
         seeds=range(100, 110),
         protocol_arms=(),
         arms={arm: _COST_ARMS[arm] for arm in ("ppo", "plain_high")},
+    ),
+    "qpa_low_fresh": dict(
+        tasks=("cartpole_balance",),
+        seeds=range(110, 120),
+        protocol_arms=(),
+        arms={
+            "plain_low": (1, {}),
+            "qpa_low": (1, {"qpa_episodes": 10}),
+            "ppo": (0, None),
+            "floor_low": (1, {"random_teacher": True}),
+        },
+    ),
+    "qpa_pendulum_dev": dict(
+        tasks=("Pendulum-v1",),
+        seeds=range(0, 5),
+        protocol_arms=(),
+        arms={
+            "plain_low": (1, {}),
+            "qpa_low": (1, {"qpa_episodes": 10}),
+            "plain_high": (0, {}),
+            "qpa_high": (0, {"qpa_episodes": 10}),
+        },
     ),
     "cost_batched": dict(
         tasks=("cartpole_balance",),
