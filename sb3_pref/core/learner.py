@@ -11,6 +11,7 @@ import numpy as np
 
 from sb3_pref.core.checks import user_stacklevel
 from sb3_pref.core.feedback_plan import BPREF_SCHEDULE, FeedbackPlan
+from sb3_pref.core.learner_io import learner_state, load_learner_state
 from sb3_pref.core.preferences import PreferenceDataset
 from sb3_pref.core.qpa import PairCrops
 from sb3_pref.core.query import QUERY_METHODS, candidate_count, resolve_query_method, select_queries
@@ -19,7 +20,6 @@ from sb3_pref.core.reward_trainer import RewardTrainer
 from sb3_pref.core.reward_training import check_schedule
 from sb3_pref.core.rime import RIMEFilter
 from sb3_pref.core.segments import SegmentBatch, SegmentStore
-from sb3_pref.core.state import to_numpy_state, to_torch_state
 from sb3_pref.core.surf import SURFLoss
 from sb3_pref.core.teachers import (
     EVAL_STREAM,
@@ -158,11 +158,8 @@ class PreferenceLearner:
         # The agreement diagnostic draws its own pairs: switching it off (n_eval_pairs=0) leaves the run as it was.
         self.eval_rng = stream_generator(seed, EVAL_STREAM)
         self._rounds_waited = 0
-        #: what :meth:`load_state_dict` restores of the saved teacher: ``"all"`` (settings, counters,
-        #: generator), ``"progress"`` (counters, thresholds and generator, keeping this teacher's settings:
-        #: a teacher chosen by preset name at load), ``"counters"`` (a teacher object given at load: its
-        #: settings and generator stay its own; the run's counters, thresholds and bookkeeping, such as
-        #: the answers a human teacher already handed over, continue) or ``"none"``
+        #: what :meth:`load_state_dict` restores of the saved teacher, one of
+        #: :data:`~sb3_pref.core.learner_io.RESTORE_TEACHER_MODES` (``"all"``: settings, counters and generator)
         self.restore_teacher = "all"
         self.store = SegmentStore(n_envs, reward_model.obs_dim, reward_model.act_dim, capacity=segment_capacity)
         # Room beyond the budget: a resumed run re-asks the queries of its last unsaved round while a
@@ -453,71 +450,11 @@ class PreferenceLearner:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly: budget, labels, stored segments, generators, teacher state."""
-        return to_torch_state(
-            {
-                "scalars": {
-                    "total_feed": self.total_feed,
-                    "labeled_feedback": self.labeled_feedback,
-                    "n_rounds": self.n_rounds,
-                    "reward_shift": self.reward_shift,
-                    "reward_scale": self.reward_scale,
-                    "n_envs": self.store.n_envs,
-                },
-                "rng": self.rng.bit_generator.state,
-                "eval_rng": self.eval_rng.bit_generator.state,
-                "teacher": self.teacher.state_dict(),
-                "dataset": self.dataset.state_dict(),
-                "store": self.store.state_dict(),
-                "reward_model_n_updates": self.reward_model.n_updates,
-                **({"label_filter": self.label_filter.state_dict()} if self.label_filter is not None else {}),
-                **({"surf": self.surf.state_dict()} if self.surf is not None else {}),
-                **({"pair_crops": self.pair_crops.state_dict()} if self.pair_crops is not None else {}),
-            }
-        )
+        return learner_state(self)
 
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
         """Restore :meth:`state_dict` (``strict`` is accepted for SB3's ``set_parameters``)."""
-        state = to_numpy_state(state)
-        scalars = state["scalars"]
-        self.total_feed = int(scalars["total_feed"])
-        self.labeled_feedback = int(scalars["labeled_feedback"])
-        self.n_rounds = int(scalars["n_rounds"])
-        self.reward_shift = float(scalars["reward_shift"])
-        self.reward_scale = float(scalars["reward_scale"])
-        self.rng.bit_generator.state = state["rng"]
-        if "eval_rng" in state:  # saved before the diagnostic had its own stream: it goes on from this seed's
-            self.eval_rng.bit_generator.state = state["eval_rng"]
-        self._restore_teacher(state["teacher"])
-        self.dataset.load_state_dict(state["dataset"])
-        # Stored segments are laid out per env: a different number of envs starts a fresh store.
-        if int(scalars["n_envs"]) == self.store.n_envs:
-            self.store.load_state_dict(state["store"])
-        self.reward_model.n_updates = int(state["reward_model_n_updates"])
-        if self.label_filter is not None and "label_filter" in state:
-            self.label_filter.load_state_dict(state["label_filter"])
-        if self.surf is not None and "surf" in state:
-            self.surf.load_state_dict(state["surf"])
-        if self.pair_crops is not None and "pair_crops" in state:
-            self.pair_crops.load_state_dict(state["pair_crops"])
-
-    def _restore_teacher(self, saved: dict[str, Any]) -> None:
-        if self.restore_teacher not in ("all", "progress", "counters", "none"):
-            raise ValueError(f"restore_teacher must be 'all', 'progress', 'counters' or 'none', got {self.restore_teacher!r}")
-        if self.restore_teacher == "none":
-            return
-        if self.restore_teacher == "counters":
-            current = self.teacher.state_dict()
-            if set(current) != set(saved):
-                return  # not the same kind of teacher: nothing of the saved progress applies
-            # Without a saved rng_state the teacher draws nothing at random (e.g. a human): nothing to keep.
-            own: dict[str, Any] = {key: current[key] for key in ("config", "rng_state") if key in current}
-            saved = {**saved, **own}
-        if self.restore_teacher == "progress":
-            current = self.teacher.state_dict()
-            if "config" not in current or "config" not in saved:
-                return  # not the same kind of teacher: nothing of the saved progress applies
-            saved = {**saved, "config": current["config"]}
-        self.teacher.load_state_dict(saved)
+        load_learner_state(self, state)
 
 
 __all__ = ["QUERY_METHODS", "PreferenceLearner"]
