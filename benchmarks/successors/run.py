@@ -77,6 +77,15 @@ _COST_ARMS: dict[str, tuple[int, Optional[dict[str, Any]]]] = {
     "re_update10_high": (0, {"re_update": 10}),
 }
 
+#: PPO and the defaults on cost_report's seeds, side by side at one commit: the set a change that keeps every run's path
+#: is costed on
+_COST_SET: dict[str, Any] = dict(
+    tasks=("cartpole_balance",),
+    seeds=range(100, 110),
+    protocol_arms=(),
+    arms={arm: _COST_ARMS[arm] for arm in ("ppo", "plain_high")},
+)
+
 #: B-Pref's mistake teacher at 10%, without and with RIME's filter
 _MISTAKE10_ARMS: dict[str, tuple[int, Optional[dict[str, Any]]]] = {
     "mistake10_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}}),
@@ -270,12 +279,7 @@ STUDIES: dict[str, dict[str, Any]] = {
     # the defaults' cost after the reward model's predictions went to chunks of 4096 rows (the same bits, a third of
     # the selection's time), remeasured on cost_report's seeds with PPO side by side at one commit: cost_report's runs
     # are 118 commits older, and the evaluation stream has moved every run's path since
-    "cost_chunked": dict(
-        tasks=("cartpole_balance",),
-        seeds=range(100, 110),
-        protocol_arms=(),
-        arms={arm: _COST_ARMS[arm] for arm in ("ppo", "plain_high")},
-    ),
+    "cost_chunked": _COST_SET,
     "qpa_low_fresh": dict(
         tasks=("cartpole_balance",),
         seeds=range(110, 120),
@@ -298,12 +302,8 @@ STUDIES: dict[str, dict[str, Any]] = {
             "qpa_high": (0, {"qpa_episodes": 10}),
         },
     ),
-    "cost_batched": dict(
-        tasks=("cartpole_balance",),
-        seeds=range(100, 110),
-        protocol_arms=(),
-        arms={arm: _COST_ARMS[arm] for arm in ("ppo", "plain_high")},
-    ),
+    # the same set after the recorder encoded each rollout once at its end (the same features)
+    "cost_batched": _COST_SET,
 }
 
 
