@@ -220,6 +220,12 @@ PHASES = {
     "report_walker_sac_window": dict(
         seeds=range(101, 106), arms=("label_window_two_thirds",), tasks=("walker_stand-sac",)
     ),
+    # two more fresh seeds for the window's verdict there (ahead on 3 of 101-105, one loss of 359): the window and the
+    # defaults side by side first, then SAC on the same seeds
+    "report_walker_sac_window_more": dict(
+        seeds=range(106, 108), arms=("defaults", "label_window_two_thirds"), tasks=("walker_stand-sac",)
+    ),
+    "report_walker_sac_window_more_sac": dict(seeds=range(106, 108), arms=("ppo",), tasks=("walker_stand-sac",)),
     # ... and the same window on SAC_REWARD's other task, development seeds, beside the defaults (Pendulum-v1-sac has no
     # development runs of its own: its report seeds were chosen on nothing)
     "dev_sac_window_pendulum": dict(
