@@ -78,7 +78,8 @@ class RolloutHost(Protocol):
 class RolloutRecorder(BaseCallback):
     """
     Copies each step's raw transition during ``collect_rollouts`` (a few array copies, no model
-    call) and hands the finished rollout to the algorithm at ``on_rollout_end``.
+    call) and hands the finished rollout, encoded as reward-model features in one call, to the algorithm at
+    ``on_rollout_end``.
     """
 
     @property
@@ -120,7 +121,7 @@ class RolloutRecorder(BaseCallback):
     def _on_rollout_end(self) -> None:
         records, extras_lists = self._records, self._extras
         self._records, self._extras = {}, {}
-        if not records["obs"]:
+        if not records.get("obs"):  # no step since the last end (SB3 calls the end once per start; be safe anyway)
             return
         host = self.host
         n_steps, n_envs = len(records["obs"]), len(records["seen"][0])
