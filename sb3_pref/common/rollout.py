@@ -125,13 +125,10 @@ class RolloutRecorder(BaseCallback):
             return
         host = self.host
         n_steps, n_envs = len(records["obs"]), len(records["seen"][0])
-        obs = _stack_rows(records.pop("obs"))
-        actions = np.stack(records.pop("actions"))
+        obs, actions = _stack_rows(records.pop("obs")), _stack_rows(records.pop("actions"))
         stacked = {key: np.stack(values) for key, values in records.items()}
         stacked["obs"] = host._reward_features(obs).reshape(n_steps, n_envs, -1)
-        stacked["actions"] = host._reward_actions(actions.reshape(n_steps * n_envs, *actions.shape[2:])).reshape(
-            n_steps, n_envs, -1
-        )
+        stacked["actions"] = host._reward_actions(actions).reshape(n_steps, n_envs, -1)
         extras = {key: np.stack(values) for key, values in extras_lists.items() if values}
         host._finish_rollout(**stacked, extras=extras or None)
 
@@ -144,7 +141,7 @@ def _snapshot(obs: Union[np.ndarray, dict]) -> Union[np.ndarray, dict]:
 
 
 def _stack_rows(batches: list[Any]) -> Union[np.ndarray, dict]:
-    """``T`` batches of ``n`` observations (arrays, or dicts of arrays) as one batch of ``T * n`` rows."""
+    """``T`` batches of ``n`` observations or actions (arrays, or dicts of arrays) as one batch of ``T * n`` rows."""
     if isinstance(batches[0], dict):
         return {key: _stack_rows([batch[key] for batch in batches]) for key in batches[0]}
     stacked = np.stack(batches)
