@@ -125,7 +125,8 @@ class RolloutRecorder(BaseCallback):
             return
         host = self.host
         n_steps, n_envs = len(records["obs"]), len(records["seen"][0])
-        obs, actions = _stack_rows(records.pop("obs")), _stack_rows(records.pop("actions"))
+        obs = _stack_rows(records.pop("obs"))
+        actions = cast(np.ndarray, _stack_rows(records.pop("actions")))  # actions are arrays, never dicts
         stacked = {key: np.stack(values) for key, values in records.items()}
         stacked["obs"] = host._reward_features(obs).reshape(n_steps, n_envs, -1)
         stacked["actions"] = host._reward_actions(actions).reshape(n_steps, n_envs, -1)
