@@ -49,6 +49,7 @@ Studies:
   on swing-up's fresh seeds 105-109.
 - ``cost_chunked``: PPO and the defaults again on ``cost_report``'s seeds, after the prediction chunks shrank.
 - ``cost_batched``: the same again, after the recorder encoded each rollout once at its end.
+- ``cost_float32``: the same set on a CPU without AVX512-BF16, where the reward model trains in float32.
 - ``qpa_low_fresh``: the check ``qpa_dev`` asked for, on seeds nobody had looked at: the defaults and
   ``qpa_episodes=10`` at 250 labels on cartpole_balance, seeds 110-119, each pair side by side, with PPO and the
   floor (a teacher answering at random, 250 labels) on the same seeds.
@@ -304,6 +305,9 @@ STUDIES: dict[str, dict[str, Any]] = {
     ),
     # the same set after the recorder encoded each rollout once at its end (the same features)
     "cost_batched": _COST_SET,
+    # the same set where the CPU has no AVX512-BF16, so ``train_dtype="auto"`` trains the reward model in float32: the
+    # cost bar measured for the users of such a machine, not only for the bfloat16 one
+    "cost_float32": _COST_SET,
 }
 
 
