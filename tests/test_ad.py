@@ -25,6 +25,7 @@ from sb3_pref.ad import (
     record_learner,
     resolve_precision,
 )
+from sb3_pref.ad.windows import reward_index
 from sb3_pref.envs.darkroom import DarkRoom, darkroom_trials, split_goals
 
 SMALL = dict(embed_dim=16, n_layers=1, n_heads=2, ff_dim=32, n_updates=5, batch_size=4, seed=0)
@@ -250,12 +251,12 @@ def test_burn_in_trains_the_first_steps_only_on_windows_that_start_a_history(tmp
     histories = small_histories(3, 400)  # 400 steps, windows of 12: a uniform start is 0 one time in 389
     model = AD(histories, seq_len=12, burn_in=5, **SMALL)
     for _ in range(20):
-        trained = model._batch()[-1]
+        trained = model.window_sampler.batch()[-1]
         assert not trained[:, :5].any() and trained[:, 5:].all()  # mid-history windows: no loss on the first 5 steps
     model = AD(histories, seq_len=12, burn_in=5, first_window_fraction=0.5, **{**SMALL, "batch_size": 400})
-    _, starts = model._window_starts()
+    _, starts = model.window_sampler.starts()
     assert 0.42 < float((starts == 0).float().mean()) < 0.58  # 400 draws of a fair coin: 4 standard deviations
-    first_rows = model._batch()[-1].all(1)
+    first_rows = model.window_sampler.batch()[-1].all(1)
     assert 0.42 < float(first_rows.float().mean()) < 0.58  # exactly the windows at a history's start train everywhere
     # saved with the model; a model without it keeps its window sequence (no extra draw)
     model.learn(2)
@@ -263,7 +264,7 @@ def test_burn_in_trains_the_first_steps_only_on_windows_that_start_a_history(tmp
     loaded = AD.load(tmp_path / "ad.zip")
     assert loaded.hyperparameters["burn_in"] == 5 and loaded.hyperparameters["first_window_fraction"] == 0.5
     plain, zero = AD(histories, seq_len=12, **SMALL), AD(histories, seq_len=12, first_window_fraction=0.0, **SMALL)
-    assert all(th.equal(a, b) for a, b in zip(plain._window_starts(), zero._window_starts()))
+    assert all(th.equal(a, b) for a, b in zip(plain.window_sampler.starts(), zero.window_sampler.starts()))
     for bad in (dict(burn_in=12), dict(burn_in=-1), dict(first_window_fraction=1.5), dict(first_window_fraction="half")):
         with pytest.raises(ValueError, match=next(iter(bad))):
             AD(histories, seq_len=12, **bad, **SMALL)
@@ -284,7 +285,8 @@ def test_predict_context_is_the_state_and_padding_changes_nothing(recency_bias, 
     assert c_valid.sum(1).tolist() == [13, 13]  # 14 actions taken, the last one not yet rewarded
     assert c_ts[0, -13:].tolist() == [0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5, 0]  # episodes of 6 steps
     # The logits of the last token do not depend on what sits in padded slots.
-    full = [th.as_tensor(np.concatenate([a, a[:, -1:]], 1)) for a in (c_obs, c_act, model._reward_index(c_rew), c_ts, c_valid)]
+    context = (c_obs, c_act, reward_index(c_rew, model.reward_values), c_ts, c_valid)
+    full = [th.as_tensor(np.concatenate([a, a[:, -1:]], 1)) for a in context]
     model.policy.eval()
     reference = model.policy(*full)[:, -1]
     noisy = [t.clone() for t in full]

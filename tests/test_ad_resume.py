@@ -60,7 +60,7 @@ def test_ad_samples_windows_only_inside_each_history():
     lengths = merged.history_lengths
     last_start = {0: 0, 1: 0}
     for _ in range(12):
-        rows, starts = (t.cpu().numpy() for t in model._window_starts())
+        rows, starts = (t.cpu().numpy() for t in model.window_sampler.starts())
         assert (starts >= 0).all() and (starts + seq_len <= lengths[rows]).all()
         for row in (0, 1):
             last_start[row] = max(last_start[row], int(starts[rows == row].max(initial=0)))
@@ -80,18 +80,19 @@ def test_padded_short_histories_start_at_their_first_step_and_padding_carries_no
     with pytest.raises(TypeError, match="pad_short_histories"):
         AD(merged, seq_len=seq_len, pad_short_histories="yes", **SMALL)
     model = AD(merged, seq_len=seq_len, pad_short_histories=True, **{**SMALL, "batch_size": 64})
-    rows, starts = (t.cpu().numpy() for t in model._window_starts())
+    rows, starts = (t.cpu().numpy() for t in model.window_sampler.starts())
     assert (starts == 0).all() and set(rows.tolist()) == {0, 1}
     # The mask is exactly "inside the history": a fresh model with the same seed draws the same rows first.
-    rows_first, _ = AD(merged, seq_len=seq_len, pad_short_histories=True, **{**SMALL, "batch_size": 64})._window_starts()
-    obs, *_, real = AD(merged, seq_len=seq_len, pad_short_histories=True, **{**SMALL, "batch_size": 64})._batch()
+    padded = dict(seq_len=seq_len, pad_short_histories=True, **{**SMALL, "batch_size": 64})
+    rows_first, _ = AD(merged, **padded).window_sampler.starts()
+    obs, *_, real = AD(merged, **padded).window_sampler.batch()
     assert obs.shape[1] == seq_len
     assert real.sum(1).tolist() == [int(lengths[r]) for r in rows_first.tolist()]
     assert real[:, 0].all() and not real[:, -1].any()
     # Whatever the padding holds, the loss is the same: change every padded action and compare one update.
     def first_loss(pad_action: int) -> float:
         ad = AD(merged, seq_len=seq_len, pad_short_histories=True, **SMALL)
-        data = ad._prepare_data()
+        data = ad.window_sampler.data
         for row, length in enumerate(lengths):
             data["actions"][row, int(length):] = pad_action
         return ad.train_step()["loss"]

@@ -13,7 +13,7 @@ import contextlib
 import os
 import time
 from collections.abc import Sequence
-from typing import Any, Optional, Union, cast
+from typing import Any, Optional, Union
 
 import numpy as np
 import torch as th
@@ -27,6 +27,7 @@ from sb3_pref.ad.context import State, empty_context, extend_context
 from sb3_pref.ad.histories import Histories
 from sb3_pref.ad.model import ADConfig, ADTransformer
 from sb3_pref.ad.persistence import MODEL_FORMAT_VERSION, load_ad, save_ad  # noqa: F401 (re-exported)
+from sb3_pref.ad.windows import WindowSampler, reward_index
 from sb3_pref.core.checks import check_bool
 
 
@@ -203,8 +204,8 @@ class AD:
         self.optimizer = th.optim.Adam(self.policy.parameters(), lr=learning_rate, betas=(float(betas[0]), float(betas[1])))
         if env is not None:
             self.set_env(env)
-        self._data: Optional[dict[str, th.Tensor]] = None
-        self._sampler_state: Optional[th.Tensor] = None
+        self._windows: Optional[WindowSampler] = None
+        self._sampler_state: Optional[th.Tensor] = None  # a loaded model's window sequence, until the sampler is built
 
     # --- SB3-shaped accessors -------------------------------------------------------------
     @property
@@ -239,38 +240,27 @@ class AD:
         self.env = env
 
     # --- training ------------------------------------------------------------------------------
-    def _reward_index(self, rewards: np.ndarray) -> np.ndarray:
-        if not self.reward_values:
-            return rewards.astype(np.float32)
-        values = np.asarray(self.reward_values)
-        return np.abs(np.asarray(rewards, dtype=np.float64)[..., None] - values).argmin(-1)
-
-    def _prepare_data(self) -> dict[str, th.Tensor]:
-        if self._data is None:
+    @property
+    def window_sampler(self) -> WindowSampler:
+        """The sampler of training windows, built from the histories on first use (a loaded model's continues the
+        saved window sequence)."""
+        if self._windows is None:
             if self.histories is None:
                 raise ValueError("this AD was loaded without histories: pass them with set_histories() before learn()")
-            h = self.histories
-            # Padded histories may all be shorter than a window: widen the arrays so every window is in bounds.
-            extra = max(self.config.seq_len - h.length, 0)
-            self._data = dict(
-                observations=th.as_tensor(h.observations, device=self.device),
-                actions=th.as_tensor(h.actions, device=self.device),
-                rewards=th.as_tensor(self._reward_index(h.rewards), device=self.device),
-                timesteps=th.as_tensor(h.timesteps, device=self.device),
-                lengths=th.as_tensor(h.history_lengths, device=self.device),
+            hp = self.hyperparameters
+            self._windows = WindowSampler(
+                self.histories,
+                self.config.seq_len,
+                hp["batch_size"],
+                self.reward_values,
+                self.device,
+                self.seed,
+                burn_in=hp["burn_in"],
+                first_window_fraction=hp["first_window_fraction"],
+                state=self._sampler_state,
             )
-            if extra:
-                for key in ("observations", "actions", "rewards", "timesteps"):
-                    value = self._data[key]
-                    pad = value.new_zeros((value.shape[0], extra, *value.shape[2:]))
-                    self._data[key] = th.cat([value, pad], 1)
-            self._sampler = th.Generator(device="cpu")
-            fresh = int(cast(int, np.random.SeedSequence().entropy) % 2**63)
-            self._sampler.manual_seed(self.seed if self.seed is not None else fresh)
-            if self._sampler_state is not None:  # a loaded model continues its window sequence
-                self._sampler.set_state(self._sampler_state)
-                self._sampler_state = None
-        return self._data
+            self._sampler_state = None
+        return self._windows
 
     def set_histories(self, histories: Union[Histories, str, os.PathLike]) -> None:
         """Give a loaded model histories to train on; they must match its spaces."""
@@ -285,34 +275,7 @@ class AD:
                 f"the shortest history has {data.min_length} transitions, fewer than the model's seq_len="
                 f"{self.config.seq_len}: record longer histories"
             )
-        self.histories, self._data = data, None
-
-    def _window_starts(self) -> tuple[th.Tensor, th.Tensor]:
-        """:return: the rows and first columns of a batch of windows, each window inside its history's length"""
-        data = self._prepare_data()
-        size, window = self.hyperparameters["batch_size"], self.config.seq_len
-        rows = th.randint(len(data["lengths"]), (size,), generator=self._sampler).to(self.device)
-        # Uniform over the valid starts of each row: histories of unequal length are padded, never sampled past.
-        # A history shorter than the window (pad_short_histories) has one start: its first transition.
-        n_starts = (data["lengths"][rows] - window + 1).clamp(min=1).double()
-        uniform = th.rand(size, generator=self._sampler, dtype=th.float64).to(self.device)
-        starts = (uniform * n_starts).long().minimum(n_starts.long() - 1)
-        fraction = self.hyperparameters["first_window_fraction"]
-        if fraction > 0:  # no draw otherwise, so that models without it keep their window sequence
-            first = th.rand(size, generator=self._sampler, dtype=th.float64).to(self.device) < fraction
-            starts = th.where(first, th.zeros_like(starts), starts)
-        return rows, starts
-
-    def _batch(self) -> tuple[th.Tensor, ...]:
-        data = self._prepare_data()
-        rows, starts = self._window_starts()
-        cols = starts[:, None] + th.arange(self.config.seq_len, device=self.device)
-        batch = tuple(data[key][rows[:, None], cols] for key in ("observations", "actions", "rewards", "timesteps"))
-        trained = cols < data["lengths"][rows, None]
-        burn_in = self.hyperparameters["burn_in"]
-        if burn_in:
-            trained &= (starts[:, None] == 0) | (cols - starts[:, None] >= burn_in)
-        return (*batch, trained)
+        self.histories, self._windows = data, None
 
     def _learning_rate(self, update: int) -> float:
         hp = self.hyperparameters
@@ -327,7 +290,7 @@ class AD:
     def train_step(self) -> dict[str, float]:
         """One gradient update on a fresh batch of windows; :return: loss, accuracy, grad norm, lr"""
         self.policy.train()
-        obs, actions, rewards, timesteps, real = self._batch()
+        obs, actions, rewards, timesteps, real = self.window_sampler.batch()
         lr = self._learning_rate(self._n_updates)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -369,7 +332,8 @@ class AD:
         total = self.hyperparameters["n_updates"] if total_timesteps is None else int(total_timesteps)
         if total < 1:
             raise ValueError(f"total_timesteps must be >= 1, got {total_timesteps!r}")
-        self._prepare_data()
+        # built here, so that a model without histories fails before any callback starts
+        self.window_sampler  # noqa: B018
         if reset_num_timesteps:
             self.num_timesteps = self._n_updates = 0
         if not self._custom_logger:
@@ -434,7 +398,7 @@ class AD:
         starts = np.zeros(n, bool) if episode_start is None else np.asarray(episode_start, bool).reshape(n)
         context = state if state is not None else self._empty_state(n)
         new_state, window = extend_context(obs, context, starts, self.config.obs_dim, self.config.n_actions)
-        window = (*window[:2], self._reward_index(window[2]), *window[3:])
+        window = (*window[:2], reward_index(window[2], self.reward_values), *window[3:])
         # Drop the left-padding slots that no env uses: masked keys change nothing for the valid queries, and
         # envs in step (every env of an evaluation batch) then need no padding mask at all, the costly part.
         first = int(np.argmax(window[4].any(0)))

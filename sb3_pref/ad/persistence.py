@@ -15,6 +15,7 @@ import torch as th
 from stable_baselines3.common.vec_env import VecEnv
 
 from sb3_pref.ad.model import ADConfig
+from sb3_pref.ad.windows import WindowSampler
 
 
 class SavedAD(Protocol):
@@ -29,8 +30,7 @@ class SavedAD(Protocol):
     num_timesteps: int
     _n_updates: int
     _predict_rng: np.random.Generator
-    _data: Optional[dict[str, th.Tensor]]
-    _sampler: th.Generator
+    _windows: Optional[WindowSampler]
     _sampler_state: Optional[th.Tensor]
 
     @property
@@ -77,8 +77,8 @@ def save_ad(model: SavedAD, path: Union[str, os.PathLike]) -> None:
         for key, value in state.items()
     }
     arrays["torch_rng"] = th.get_rng_state().numpy()
-    if model._data is not None:
-        arrays["sampler_rng"] = model._sampler.get_state().numpy()
+    if model._windows is not None:
+        arrays["sampler_rng"] = model._windows.generator.get_state().numpy()
     elif model._sampler_state is not None:
         arrays["sampler_rng"] = model._sampler_state.numpy()
     np.savez(training, **arrays)
