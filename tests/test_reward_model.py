@@ -345,6 +345,26 @@ def test_batched_prediction_matches_per_member_computation(batch_shape):
         )
 
 
+@pytest.mark.parametrize("out_features", [1, 5], ids=["head", "hidden"])
+@pytest.mark.parametrize("shared", [False, True], ids=["per-member", "shared-input"])
+def test_ensemble_layer_and_its_gradients_are_each_members_own_linear_map(out_features, shared):
+    """The one-output head is computed as a product and a sum, the hidden layers as a batched matmul: both must be
+    every member's ``x @ W_m + b_m``, forward and backward, with no member's rows or weights leaking into another's."""
+    th.manual_seed(0)
+    layer = EnsembleLinear(3, 4, out_features)
+    x = th.randn(*(() if shared else (3,)), 11, 4, dtype=th.float32, requires_grad=True)
+    upstream = th.randn(3, 11, out_features)
+    (layer(x) * upstream).sum().backward()
+    x64 = x.detach().double().requires_grad_(True)
+    w64, b64 = (p.detach().double().requires_grad_(True) for p in (layer.weight, layer.bias))
+    reference = th.stack([(x64 if shared else x64[m]) @ w64[m] + b64[m] for m in range(3)])
+    (reference * upstream.double()).sum().backward()
+    np.testing.assert_allclose(layer(x).detach().numpy(), reference.detach().numpy(), atol=1e-5)
+    for got, want in ((x.grad, x64.grad), (layer.weight.grad, w64.grad), (layer.bias.grad, b64.grad)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5)
+
+
 def test_discrete_and_dict_spaces_are_encoded():
     model = RewardModel(spaces.Box(-1, 1, shape=(3,)), spaces.Discrete(3), hidden_dim=8, seed=0)
     assert (model.obs_dim, model.act_dim, model.input_dim) == (3, 3, 6)
