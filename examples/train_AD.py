@@ -47,20 +47,38 @@ from sb3_pref.rl2.evaluation import RandomAgent, evaluate_adaptation, plot_adapt
 def _model_preset(preset: dict[str, Any]) -> dict[str, Any]:
     """The learner and model settings of a library preset (:mod:`sb3_pref.ad.presets`) as this script's options."""
     steps = preset["episodes"] * preset["room"]["episode_length"]
-    names = ("seq_len", "embed_dim", "n_layers", "n_heads", "ff_dim", "attention_dropout", "n_updates", "batch_size",
-             "learning_rate")
-    return dict(learner=preset["learner"], steps=steps, max_history_steps=steps,
-                **{k: v for k, v in preset["model"].items() if k in names})
+    names = (
+        "seq_len",
+        "embed_dim",
+        "n_layers",
+        "n_heads",
+        "ff_dim",
+        "attention_dropout",
+        "n_updates",
+        "batch_size",
+        "learning_rate",
+    )
+    return dict(
+        learner=preset["learner"],
+        steps=steps,
+        max_history_steps=steps,
+        **{k: v for k, v in preset["model"].items() if k in names},
+    )
 
 
 def _room_preset(preset: dict[str, Any]) -> dict[str, Any]:
     """The room, split, evaluation and the remaining model settings of a library preset as this script's options."""
     room, model = preset["room"], preset["model"]
     return dict(
-        size=room["size"], episode_length=room["episode_length"], n_test=preset["n_test"],
-        no_terminate_on_goal=not room["terminate_on_goal"], learners_per_goal=preset["learners_per_goal"],
-        episodes_per_trial=preset["episodes"], recency_bias=model["recency_bias"],
-        residual_dropout=model["residual_dropout"], min_learning_rate=model["min_learning_rate"],
+        size=room["size"],
+        episode_length=room["episode_length"],
+        n_test=preset["n_test"],
+        no_terminate_on_goal=not room["terminate_on_goal"],
+        learners_per_goal=preset["learners_per_goal"],
+        episodes_per_trial=preset["episodes"],
+        recency_bias=model["recency_bias"],
+        residual_dropout=model["residual_dropout"],
+        min_learning_rate=model["min_learning_rate"],
         anneal_fraction=preset["learner_kwargs"]["anneal_fraction"],
         anneal_after_reward=preset["learner_kwargs"].get("anneal_after_reward", False),
     )
@@ -74,14 +92,50 @@ def _room_preset(preset: dict[str, Any]) -> dict[str, Any]:
 #: through the 100 views that keep every 100th episode (about 24 episodes, 400 transitions each), whole in a
 #: context of 420 transitions (benchmarks/ad/README.md, "The seed's room")
 PRESETS: dict[str, dict[str, Any]] = {
-    "seed": dict(learner="a2c", steps=2_500_000, max_history_steps=800_000, seq_len=256, embed_dim=64, n_layers=4,
-                 n_heads=4, ff_dim=2048, attention_dropout=0.5, n_updates=22_000, batch_size=32, learning_rate=3e-4),
-    "small": dict(learner="qlearning", steps=3_000, max_history_steps=3_000, seq_len=80, embed_dim=32, n_layers=2,
-                  n_heads=2, ff_dim=128, attention_dropout=0.0, n_updates=1_500, batch_size=16, learning_rate=1e-3),
+    "seed": dict(
+        learner="a2c",
+        steps=2_500_000,
+        max_history_steps=800_000,
+        seq_len=256,
+        embed_dim=64,
+        n_layers=4,
+        n_heads=4,
+        ff_dim=2048,
+        attention_dropout=0.5,
+        n_updates=22_000,
+        batch_size=32,
+        learning_rate=3e-4,
+    ),
+    "small": dict(
+        learner="qlearning",
+        steps=3_000,
+        max_history_steps=3_000,
+        seq_len=80,
+        embed_dim=32,
+        n_layers=2,
+        n_heads=2,
+        ff_dim=128,
+        attention_dropout=0.0,
+        n_updates=1_500,
+        batch_size=16,
+        learning_rate=1e-3,
+    ),
     "noisy_room": _model_preset(NOISY_ROOM),
     "noisy_room_20": _model_preset(NOISY_ROOM_20),
-    "a2c_room": dict(learner="a2c", steps=40_000, max_history_steps=None, seq_len=420, embed_dim=64, n_layers=2, n_heads=4,
-                     ff_dim=256, attention_dropout=0.0, n_updates=1_500, batch_size=16, learning_rate=2e-3),
+    "a2c_room": dict(
+        learner="a2c",
+        steps=40_000,
+        max_history_steps=None,
+        seq_len=420,
+        embed_dim=64,
+        n_layers=2,
+        n_heads=4,
+        ff_dim=256,
+        attention_dropout=0.0,
+        n_updates=1_500,
+        batch_size=16,
+        learning_rate=2e-3,
+    ),
 }
 #: ``a2c_room_transition``: ``a2c_room``'s histories and model with one token per transition, whose updates cost a
 #: seventh as much on a CPU, spent on four times as many updates (benchmarks/ad/README.md, "The seed's room")
@@ -94,8 +148,7 @@ PRESETS["a2c_room_150k"] = dict(PRESETS["a2c_room_transition"], steps=150_000, s
 #: ``dqn_room``: the seed's room with SB3 DQN learners that search like tabular Q-learning (``make_dqn_learner``,
 #: 30k steps each, two learners per training goal), the model trained 15,000 updates on first-success views, and 230
 #: evaluation trials (benchmarks/ad/README.md, "The seed's room, sixth run")
-PRESETS["dqn_room"] = dict(PRESETS["a2c_room_150k"], learner="dqn", steps=30_000, max_history_steps=30_000,
-                           n_updates=15_000)
+PRESETS["dqn_room"] = dict(PRESETS["a2c_room_150k"], learner="dqn", steps=30_000, max_history_steps=30_000, n_updates=15_000)
 #: settings of the room, the split and the evaluation that a preset changes (the others keep the seed's)
 ROOM_PRESETS: dict[str, dict[str, Any]] = {
     "noisy_room": _room_preset(NOISY_ROOM),
@@ -104,15 +157,35 @@ ROOM_PRESETS: dict[str, dict[str, Any]] = {
 }
 ROOM_PRESETS["a2c_room_transition"] = dict(ROOM_PRESETS["a2c_room"], token_layout="transition")
 ROOM_PRESETS["a2c_room_150k"] = dict(ROOM_PRESETS["a2c_room_transition"], episode_stride=400)
-ROOM_PRESETS["dqn_room"] = dict(ROOM_PRESETS["a2c_room_150k"], learners_per_goal=2, episode_stride=1,
-                                first_success_views=100, tail_window=300, eval_trials=230)
+ROOM_PRESETS["dqn_room"] = dict(
+    ROOM_PRESETS["a2c_room_150k"],
+    learners_per_goal=2,
+    episode_stride=1,
+    first_success_views=100,
+    tail_window=300,
+    eval_trials=230,
+)
 #: exit status of a call that ran out of its ``--time-budget`` before the last stage (run the same command again)
 INCOMPLETE_EXIT_CODE = 3
 ROOM_DEFAULTS: dict[str, Any] = dict(
-    size=9, episode_length=20, n_test=AD_TEST_GOALS, no_terminate_on_goal=False, learners_per_goal=1, episodes_per_trial=20,
-    recency_bias=False, residual_dropout=0.1, anneal_fraction=0.5, anneal_after_reward=False, min_learning_rate=2e-6,
-    episode_stride=1, token_layout="triplet", burn_in=0, first_window_fraction=0.0, first_success_views=0,
-    tail_episodes=30, tail_window=2000,
+    size=9,
+    episode_length=20,
+    n_test=AD_TEST_GOALS,
+    no_terminate_on_goal=False,
+    learners_per_goal=1,
+    episodes_per_trial=20,
+    recency_bias=False,
+    residual_dropout=0.1,
+    anneal_fraction=0.5,
+    anneal_after_reward=False,
+    min_learning_rate=2e-6,
+    episode_stride=1,
+    token_layout="triplet",
+    burn_in=0,
+    first_window_fraction=0.0,
+    first_success_views=0,
+    tail_episodes=30,
+    tail_window=2000,
 )
 
 
@@ -126,42 +199,76 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--size", type=int, default=None, help="default: 9")
     parser.add_argument("--episode-length", type=int, default=None, help="default: 20")
     parser.add_argument("--n-test", type=int, default=None, help="held-out goals (the seed: 23 of 80)")
-    parser.add_argument("--no-terminate-on-goal", action="store_true", default=None,
-                        help="reward on every step on the goal instead")
+    parser.add_argument(
+        "--no-terminate-on-goal", action="store_true", default=None, help="reward on every step on the goal instead"
+    )
     parser.add_argument("--observation", choices=["xy", "onehot"], default="xy")
     parser.add_argument("--learners-per-goal", type=int, default=None, help="default: 1")
     parser.add_argument("--episodes-per-trial", type=int, default=None, help="default: 20")
     parser.add_argument("--recency-bias", action="store_true", default=None, help="ALiBi in attention (not the seed's)")
-    parser.add_argument("--token-layout", choices=["triplet", "transition"], default=None,
-                        help="triplet: the seed's three tokens per transition (default); transition: one, cheaper")
+    parser.add_argument(
+        "--token-layout",
+        choices=["triplet", "transition"],
+        default=None,
+        help="triplet: the seed's three tokens per transition (default); transition: one, cheaper",
+    )
     parser.add_argument("--residual-dropout", type=float, default=None, help="default: 0.1")
     parser.add_argument("--min-learning-rate", type=float, default=None, help="end of the cosine decay (default: 2e-6)")
     parser.add_argument("--anneal-fraction", type=float, default=None, help="noisy expert: share of steps to epsilon 0")
-    parser.add_argument("--anneal-after-reward", action=argparse.BooleanOptionalAction, default=None,
-                        help="noisy expert: epsilon starts to fall at the first reward, not the first step")
+    parser.add_argument(
+        "--anneal-after-reward",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="noisy expert: epsilon starts to fall at the first reward, not the first step",
+    )
     parser.add_argument("--eval-trials", type=int, default=None, help="default: 4 per held-out goal")
     parser.add_argument("--verbose", type=int, default=1)
     parser.add_argument("--workers", type=int, default=1, help="processes recording histories in parallel")
-    parser.add_argument("--time-budget", type=float, default=None,
-                        help="seconds this call may work; it then saves its stage and exits with code 3 (run it again)")
-    parser.add_argument("--episode-stride", type=int, default=None,
-                        help="train on the k views of each history that keep every k-th episode (offsets 0 .. k-1, "
-                             "Histories.subsampled), each whole in the context, so that a slow learner's progress fits "
-                             "it (default: 1); the source curve stays the full one")
-    parser.add_argument("--first-success-views", type=int, default=None, metavar="N",
-                        help="train on first-success views instead (sb3_pref.ad.first_success_views): from each of the "
-                             "first N episodes of a history, its episodes up to its first success, then --tail-episodes "
-                             "of its last --tail-window (default: 0, off)")
+    parser.add_argument(
+        "--time-budget",
+        type=float,
+        default=None,
+        help="seconds this call may work; it then saves its stage and exits with code 3 (run it again)",
+    )
+    parser.add_argument(
+        "--episode-stride",
+        type=int,
+        default=None,
+        help="train on the k views of each history that keep every k-th episode (offsets 0 .. k-1, "
+        "Histories.subsampled), each whole in the context, so that a slow learner's progress fits "
+        "it (default: 1); the source curve stays the full one",
+    )
+    parser.add_argument(
+        "--first-success-views",
+        type=int,
+        default=None,
+        metavar="N",
+        help="train on first-success views instead (sb3_pref.ad.first_success_views): from each of the "
+        "first N episodes of a history, its episodes up to its first success, then --tail-episodes "
+        "of its last --tail-window (default: 0, off)",
+    )
     parser.add_argument("--tail-episodes", type=int, default=None, help="first-success views: default 30")
     parser.add_argument("--tail-window", type=int, default=None, help="first-success views: default 2000")
-    parser.add_argument("--burn-in", type=int, default=None,
-                        help="steps at the start of a window that begins mid-history that carry no loss (default: 0)")
-    parser.add_argument("--first-window-fraction", type=float, default=None,
-                        help="share of windows that start at their history's first transition (default: 0)")
-    parser.add_argument("--learner-lr", type=float, default=None,
-                        help="a2c learner: its learning rate (default: the seed's 1e-4)")
-    parser.add_argument("--shuffled", action="store_true",
-                        help="control: train on the same histories with the episodes of each one permuted (no learning trend)")
+    parser.add_argument(
+        "--burn-in",
+        type=int,
+        default=None,
+        help="steps at the start of a window that begins mid-history that carry no loss (default: 0)",
+    )
+    parser.add_argument(
+        "--first-window-fraction",
+        type=float,
+        default=None,
+        help="share of windows that start at their history's first transition (default: 0)",
+    )
+    parser.add_argument(
+        "--learner-lr", type=float, default=None, help="a2c learner: its learning rate (default: the seed's 1e-4)"
+    )
+    parser.add_argument(
+        "--shuffled",
+        action="store_true",
+        help="control: train on the same histories with the episodes of each one permuted (no learning trend)",
+    )
     parser.add_argument("--with-rl2", action="store_true", help="also train RL2 on the training goals, evaluate it beside AD")
     parser.add_argument("--rl2-steps", type=int, default=None, help="RL2's env steps (default: the grid's DarkRoom preset)")
     parser.add_argument("--rl2-cell", choices=["gru", "lstm"], default=None, help="default: gru (lstm is faster on CPU)")
@@ -172,8 +279,10 @@ def parse_args() -> argparse.Namespace:
         if getattr(args, name) is None:
             setattr(args, name, value)
     if args.first_success_views and args.episode_stride > 1:
-        parser.error(f"--first-success-views replaces the episode-stride views: pass --episode-stride 1 with it "
-                     f"(the preset {args.preset!r} sets {args.episode_stride})")
+        parser.error(
+            f"--first-success-views replaces the episode-stride views: pass --episode-stride 1 with it "
+            f"(the preset {args.preset!r} sets {args.episode_stride})"
+        )
     return args
 
 
@@ -204,8 +313,12 @@ def learner_kwargs(args: argparse.Namespace) -> Optional[dict[str, Any]]:
 
 def room_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The :class:`DarkRoom` settings of a run."""
-    return dict(size=args.size, episode_length=args.episode_length, terminate_on_goal=not args.no_terminate_on_goal,
-                observation=args.observation)
+    return dict(
+        size=args.size,
+        episode_length=args.episode_length,
+        terminate_on_goal=not args.no_terminate_on_goal,
+        observation=args.observation,
+    )
 
 
 def held_out_trials(args: argparse.Namespace) -> VecEnv:
@@ -213,9 +326,16 @@ def held_out_trials(args: argparse.Namespace) -> VecEnv:
     The trials of a run's evaluation: one env per held-out goal, seeded by ``args.seed`` (which also splits the goals).
     """
     return make_vec_env(
-        darkroom_trials, n_envs=args.n_test, seed=args.seed,
-        env_kwargs=dict(split="test", split_seed=args.seed, n_test=args.n_test, episodes_per_trial=args.episodes_per_trial,
-                        **room_kwargs(args)),
+        darkroom_trials,
+        n_envs=args.n_test,
+        seed=args.seed,
+        env_kwargs=dict(
+            split="test",
+            split_seed=args.seed,
+            n_test=args.n_test,
+            episodes_per_trial=args.episodes_per_trial,
+            **room_kwargs(args),
+        ),
     )
 
 
@@ -226,16 +346,21 @@ def train_ad(args: argparse.Namespace, histories: Any, deadline: float) -> AD:
         model = AD.load(path, device=args.device, histories=histories, verbose=args.verbose)
     else:
         model_kwargs = {name: getattr(args, name) for name in PRESETS["seed"] if name not in ("learner", "steps")}
-        model_kwargs.update(recency_bias=args.recency_bias, residual_dropout=args.residual_dropout,
-                            token_layout=args.token_layout, min_learning_rate=args.min_learning_rate,
-                            pad_short_histories=args.episode_stride > 1 or args.first_success_views > 0,
-                            burn_in=args.burn_in,
-                            first_window_fraction=args.first_window_fraction)
+        model_kwargs.update(
+            recency_bias=args.recency_bias,
+            residual_dropout=args.residual_dropout,
+            token_layout=args.token_layout,
+            min_learning_rate=args.min_learning_rate,
+            pad_short_histories=args.episode_stride > 1 or args.first_success_views > 0,
+            burn_in=args.burn_in,
+            first_window_fraction=args.first_window_fraction,
+        )
         model = AD(histories, device=args.device, seed=args.seed, verbose=args.verbose, **model_kwargs)
     remaining = args.n_updates - model.num_timesteps
     if remaining > 0:
-        model.learn(remaining, callback=StopAtDeadline(deadline), log_interval=max(args.n_updates // 20, 1),
-                    reset_num_timesteps=False)
+        model.learn(
+            remaining, callback=StopAtDeadline(deadline), log_interval=max(args.n_updates // 20, 1), reset_num_timesteps=False
+        )
         model.save(path)
     if model.num_timesteps < args.n_updates:
         _incomplete("AD training", f"{model.num_timesteps} of {args.n_updates} updates")
@@ -247,9 +372,12 @@ def train_rl2(args: argparse.Namespace, room: dict[str, Any], deadline: float) -
     settings = dict(RL2_PRESETS["darkroom"], cell=args.rl2_cell or "gru", gamma=0.99, gae_lambda=0.95)
     steps = args.rl2_steps or settings["total_timesteps"]
     env = make_vec_env(
-        darkroom_trials, n_envs=settings["n_envs"], seed=args.seed,
-        env_kwargs=dict(split="train", split_seed=args.seed, n_test=args.n_test, episodes_per_trial=args.episodes_per_trial,
-                        **room),
+        darkroom_trials,
+        n_envs=settings["n_envs"],
+        seed=args.seed,
+        env_kwargs=dict(
+            split="train", split_seed=args.seed, n_test=args.n_test, episodes_per_trial=args.episodes_per_trial, **room
+        ),
     )
     path = os.path.join(args.output_dir, "rl2_model.zip")
     model = RL2.load(path, env=env, device="cpu") if os.path.exists(path) else make_rl2_model(settings, env, args.seed)
@@ -285,10 +413,18 @@ def main() -> None:
     start = time.perf_counter()
     try:
         histories = collect_histories(
-            train_goals, os.path.join(args.output_dir, "histories.npz"), learner=args.learner, steps=args.steps,
-            learners_per_goal=args.learners_per_goal, seed=args.seed, max_steps=args.max_history_steps, env_kwargs=room,
+            train_goals,
+            os.path.join(args.output_dir, "histories.npz"),
+            learner=args.learner,
+            steps=args.steps,
+            learners_per_goal=args.learners_per_goal,
+            seed=args.seed,
+            max_steps=args.max_history_steps,
+            env_kwargs=room,
             learner_kwargs=learner_kwargs(args),
-            verbose=args.verbose, workers=args.workers, deadline=deadline,
+            verbose=args.verbose,
+            workers=args.workers,
+            deadline=deadline,
         )
     except CollectionIncomplete as error:
         timed("histories_s", start)
@@ -300,8 +436,9 @@ def main() -> None:
     stride = args.episode_stride
     data = Histories.concatenate([histories.subsampled(stride, s) for s in range(stride)]) if stride > 1 else histories
     if args.first_success_views:
-        data = first_success_views(histories, args.first_success_views, args.tail_episodes, args.tail_window,
-                                   np.random.default_rng(args.seed))
+        data = first_success_views(
+            histories, args.first_success_views, args.tail_episodes, args.tail_window, np.random.default_rng(args.seed)
+        )
     data = data.shuffled(np.random.default_rng(args.seed)) if args.shuffled else data
     start = time.perf_counter()
     try:  # a stage that runs out of budget exits here: its seconds still count
@@ -323,20 +460,33 @@ def main() -> None:
     results = {ad_name: evaluate_adaptation(model, test_env, n_trials, seed=args.seed)}
     if args.with_rl2:  # the same held-out trials: the same env, the same seed
         results["RL2"] = evaluate_adaptation(rl2, test_env, n_trials, seed=args.seed)
-    results.update({
-        "random": evaluate_adaptation(RandomAgent(test_env.action_space, seed=args.seed), test_env, n_trials, seed=args.seed),
-        "source learners (own training)": learner_curve(histories, args.episodes_per_trial, optimal),
-        "search bound": search_curve(test_goals, args.episodes_per_trial, args.size, args.episode_length,
-                                     not args.no_terminate_on_goal),
-    })
+    results.update(
+        {
+            "random": evaluate_adaptation(
+                RandomAgent(test_env.action_space, seed=args.seed), test_env, n_trials, seed=args.seed
+            ),
+            "source learners (own training)": learner_curve(histories, args.episodes_per_trial, optimal),
+            "search bound": search_curve(
+                test_goals, args.episodes_per_trial, args.size, args.episode_length, not args.no_terminate_on_goal
+            ),
+        }
+    )
     timed("evaluation_s", start, resumed=False)
     write_adaptation_csv(os.path.join(args.output_dir, "adaptation.csv"), results)
     title = "AD and RL2 on DarkRoom (held-out goals)" if args.with_rl2 else "AD on DarkRoom (held-out goals)"
-    plot_adaptation(results, os.path.join(args.output_dir, "adaptation.png"),
-                    optimal=float(np.nanmean(results[ad_name].optimal)), title=title)
-    summary = dict(n_histories=histories.n_histories, history_length=histories.length,
-                   trained_history_length=data.length, **timings,
-                   curves={name: result.summary()["mean"].round(3).tolist() for name, result in results.items()})
+    plot_adaptation(
+        results,
+        os.path.join(args.output_dir, "adaptation.png"),
+        optimal=float(np.nanmean(results[ad_name].optimal)),
+        title=title,
+    )
+    summary = dict(
+        n_histories=histories.n_histories,
+        history_length=histories.length,
+        trained_history_length=data.length,
+        **timings,
+        curves={name: result.summary()["mean"].round(3).tolist() for name, result in results.items()},
+    )
     with open(os.path.join(args.output_dir, "summary.json"), "w") as handle:
         json.dump(summary, handle, indent=1)
 

@@ -74,8 +74,19 @@ def test_ppo_reward_is_recorded_with_the_env_reward_not_the_learned_one():
     env = make_vec_env(DarkRoom, n_envs=2, seed=0, env_kwargs=dict(goals=[(2, 3)], **ROOM))
     reward_model = RewardModel(env.observation_space, env.action_space, size_segment=6, mb_size=8, hidden_dim=16)
     model = PPO_REWARD(
-        "MlpPolicy", env, reward_model=reward_model, teacher="oracle", n_steps=32, batch_size=32, n_epochs=1,
-        num_interaction=64, max_feed=16, unsuper_step=0, re_update=2, seed=0, policy_kwargs={"net_arch": [16]},
+        "MlpPolicy",
+        env,
+        reward_model=reward_model,
+        teacher="oracle",
+        n_steps=32,
+        batch_size=32,
+        n_epochs=1,
+        num_interaction=64,
+        max_feed=16,
+        unsuper_step=0,
+        re_update=2,
+        seed=0,
+        policy_kwargs={"net_arch": [16]},
     )
     callback = RecordHistoryCallback(max_steps=150)
     model.learn(320, callback=callback)
@@ -133,8 +144,17 @@ def _tagged_histories(returns_per_row: list[list[float]]) -> Histories:
             rewards += [0.0] * (steps - 1) + [value]
             dones += [False] * (steps - 1) + [True]
             timesteps += list(range(steps))
-        rows.append(Histories(np.array([obs]), np.zeros((1, len(obs))), np.array([rewards]), np.array([dones]),
-                              np.array([timesteps]), np.array([[len(rows), 0]]), 5))
+        rows.append(
+            Histories(
+                np.array([obs]),
+                np.zeros((1, len(obs))),
+                np.array([rewards]),
+                np.array([dones]),
+                np.array([timesteps]),
+                np.array([[len(rows), 0]]),
+                5,
+            )
+        )
     return Histories.concatenate(rows)
 
 
@@ -153,7 +173,7 @@ def test_first_success_views_show_the_search_up_to_the_first_success_then_the_tr
     first_parts = [[0, 1, 2], [1, 2], [2], [3, 4, 5, 6], [4, 5, 6], [5, 6], [6], [7]]
     assert [view[: len(part)] for view, part in zip(episodes, first_parts)] == first_parts
     for view, part in zip(episodes, first_parts):
-        tail = view[len(part):]
+        tail = view[len(part) :]
         assert len(tail) == 3 and tail == sorted(set(tail)) and min(tail) >= 8  # 3 of the last 4, in order
     assert views.tasks[:, 0].tolist() == [0] * 8 and views.meta["views"] == "first_success"
     again = first_success_views(histories, n_starts=10, tail=3, tail_window=4, rng=np.random.default_rng(0))
@@ -177,8 +197,14 @@ def test_noisy_expert_anneals_from_the_first_reward_when_asked():
     for after_reward in (False, True):
         found = []
         for seed in range(40):
-            history = record_learner(goal, "noisy_expert", steps, seed, env_kwargs=room,
-                                     learner_kwargs=dict(anneal_fraction=anneal, anneal_after_reward=after_reward))
+            history = record_learner(
+                goal,
+                "noisy_expert",
+                steps,
+                seed,
+                env_kwargs=room,
+                learner_kwargs=dict(anneal_fraction=anneal, anneal_after_reward=after_reward),
+            )
             returns = history.episode_returns()[0]
             first = int(np.flatnonzero(returns > 0)[0]) if (returns > 0).any() else len(returns)
             found.append(first)
@@ -300,8 +326,20 @@ def test_predict_context_is_the_state_and_padding_changes_nothing(recency_bias, 
 
 def test_one_token_per_transition_is_causal_and_sees_the_previous_action_and_reward():
     """Logits at step t depend on a_{t-1} and r_{t-1} but never on a_t (the target) or anything later."""
-    config = ADConfig(obs_dim=2, n_actions=5, max_timestep=6, seq_len=10, embed_dim=16, n_layers=2, n_heads=2, ff_dim=32,
-                      attention_dropout=0.0, residual_dropout=0.0, recency_bias=True, token_layout="transition")
+    config = ADConfig(
+        obs_dim=2,
+        n_actions=5,
+        max_timestep=6,
+        seq_len=10,
+        embed_dim=16,
+        n_layers=2,
+        n_heads=2,
+        ff_dim=32,
+        attention_dropout=0.0,
+        residual_dropout=0.0,
+        recency_bias=True,
+        token_layout="transition",
+    )
     th.manual_seed(0)
     model = ADTransformer(config).eval()
     obs, actions = th.rand(1, 10, 2), th.randint(5, (1, 10))
@@ -320,8 +358,10 @@ def test_one_token_per_transition_is_causal_and_sees_the_previous_action_and_rew
     padded = model(obs, actions, rewards, steps, valid)[:, 3:]
     assert th.allclose(padded, model(obs[:, 3:], actions[:, 3:], rewards[:, 3:], steps[:, 3:]), atol=1e-5)
     # Three tokens per transition cost nine times the attention: the layouts differ in tokens, not in outputs' shape.
-    assert ADTransformer(ADConfig(**{**config.to_dict(), "token_layout": "triplet"}))(obs, actions, rewards, steps).shape \
+    assert (
+        ADTransformer(ADConfig(**{**config.to_dict(), "token_layout": "triplet"}))(obs, actions, rewards, steps).shape
         == reference.shape
+    )
     with pytest.raises(ValueError, match="token_layout"):
         ADConfig(obs_dim=2, n_actions=5, max_timestep=6, token_layout="pairs")
 
@@ -415,8 +455,20 @@ def test_ad_in_the_grid_runner_and_report(tmp_path):
     from sb3_pref.experiments.runner import run_grid
 
     tiny = dict(
-        total_timesteps=4, learner="qlearning", learner_steps=120, max_history_steps=120, seq_len=30, embed_dim=16,
-        n_layers=1, n_heads=2, ff_dim=32, batch_size=4, episodes_per_trial=3, eval_trials=4, size=5, episode_length=8,
+        total_timesteps=4,
+        learner="qlearning",
+        learner_steps=120,
+        max_history_steps=120,
+        seq_len=30,
+        embed_dim=16,
+        n_layers=1,
+        n_heads=2,
+        ff_dim=32,
+        batch_size=4,
+        episodes_per_trial=3,
+        eval_trials=4,
+        size=5,
+        episode_length=8,
         n_test=8,
     )
     with pytest.raises(ConfigError, match="learner must be one of"):
@@ -424,10 +476,20 @@ def test_ad_in_the_grid_runner_and_report(tmp_path):
     with pytest.raises(ConfigError, match="none of the algorithms"):
         load_config(dict(algorithms=["ad"], tasks=["walker_walk"], seeds=1))
     # RL2 in the same grid: the report draws both algorithms' in-context curves on the task's one figure.
-    rl2 = dict(total_timesteps=256, n_envs=2, n_steps=64, batch_size=64, n_epochs=1, hidden_size=16, episodes_per_trial=3,
-               eval_trials=4)
-    config = load_config(dict(name="ad_tiny", algorithms={"ad": {}, "rl2": rl2}, tasks=["darkroom"], seeds=1,
-                              hyperparameters=tiny), output_dir=str(tmp_path / "grid"))
+    rl2 = dict(
+        total_timesteps=256,
+        n_envs=2,
+        n_steps=64,
+        batch_size=64,
+        n_epochs=1,
+        hidden_size=16,
+        episodes_per_trial=3,
+        eval_trials=4,
+    )
+    config = load_config(
+        dict(name="ad_tiny", algorithms={"ad": {}, "rl2": rl2}, tasks=["darkroom"], seeds=1, hyperparameters=tiny),
+        output_dir=str(tmp_path / "grid"),
+    )
     ad_run = next(run for run in config.runs() if run.algo == "ad")
     assert ad_run.hyperparameters["terminate_on_goal"] is True  # the seed's variant is the preset
     assert run_grid(config, workers=1, stream=None).ok
@@ -453,8 +515,14 @@ def test_evaluate_adaptation_plays_ad_and_rl2_on_the_same_trials():
     histories = Histories.concatenate(parts)
     trials = dict(split="test", n_test=8, episodes_per_trial=3, **room)
     ad = AD(histories, seq_len=18, **SMALL)
-    rl2 = RL2("MlpGruPolicy", make_vec_env(darkroom_trials, n_envs=2, env_kwargs=trials), n_steps=8, batch_size=16,
-              policy_kwargs=dict(lstm_hidden_size=8), seed=0)
+    rl2 = RL2(
+        "MlpGruPolicy",
+        make_vec_env(darkroom_trials, n_envs=2, env_kwargs=trials),
+        n_steps=8,
+        batch_size=16,
+        policy_kwargs=dict(lstm_hidden_size=8),
+        seed=0,
+    )
     results = []
     for model in (ad, rl2, ad):
         env = make_vec_env(darkroom_trials, n_envs=3, seed=5, env_kwargs=trials)
@@ -526,10 +594,12 @@ def test_ad_improves_in_context_on_held_out_goals_and_beats_shuffled_histories()
     returns = {}
     for name, data in (("ordered", histories), ("shuffled", histories.shuffled(np.random.default_rng(0)))):
         model = AD(data, seed=0, **NOISY_ROOM["model"]).learn(log_interval=0)
-        env = DummyVecEnv([
-            (lambda j=j: darkroom_trials("test", episodes, n_test=NOISY_ROOM["n_test"], seed=j, **room))
-            for j in range(n_trials)
-        ])
+        env = DummyVecEnv(
+            [
+                (lambda j=j: darkroom_trials("test", episodes, n_test=NOISY_ROOM["n_test"], seed=j, **room))
+                for j in range(n_trials)
+            ]
+        )
         result = evaluate_adaptation(model, env, n_trials, seed=0)
         assert set(result.tasks) == set(test_goals)  # every held-out goal, and only those
         returns[name] = result.returns

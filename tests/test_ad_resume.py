@@ -42,7 +42,7 @@ def test_concatenate_keeps_every_transition_of_unequal_histories(tmp_path):
     assert loaded.history_lengths.tolist() == lengths
     shuffled = merged.shuffled(np.random.default_rng(0))
     short = int(np.argmin(lengths))
-    assert not shuffled.valid()[short, min(lengths):].any()
+    assert not shuffled.valid()[short, min(lengths) :].any()
     assert sorted(shuffled.episode_returns()[short]) == sorted(merged.episode_returns()[short])
     assert merged.truncated(min(lengths) - 5).history_lengths.tolist() == [min(lengths) - 5] * 2
     # A version-1 file (no lengths) still reads, as full histories.
@@ -89,13 +89,15 @@ def test_padded_short_histories_start_at_their_first_step_and_padding_carries_no
     assert obs.shape[1] == seq_len
     assert real.sum(1).tolist() == [int(lengths[r]) for r in rows_first.tolist()]
     assert real[:, 0].all() and not real[:, -1].any()
+
     # Whatever the padding holds, the loss is the same: change every padded action and compare one update.
     def first_loss(pad_action: int) -> float:
         ad = AD(merged, seq_len=seq_len, pad_short_histories=True, **SMALL)
         data = ad.window_sampler.data
         for row, length in enumerate(lengths):
-            data["actions"][row, int(length):] = pad_action
+            data["actions"][row, int(length) :] = pad_action
         return ad.train_step()["loss"]
+
     assert first_loss(0) == first_loss(3)
     # A model trained this way saves, loads and keeps the flag.
     model.learn(2)
@@ -160,8 +162,22 @@ def test_collection_deadline_and_parallel_workers_give_the_same_histories(tmp_pa
 def test_train_ad_example_resumes_stage_by_stage_with_rl2(tmp_path):
     out = tmp_path / "run"
     command = [
-        sys.executable, os.path.join(ROOT, "examples", "train_AD.py"), "--env", "darkroom", "--preset", "noisy_room",
-        "--output-dir", str(out), "--learners-per-goal", "1", "--batch-size", "8", "--eval-trials", "8", "--verbose", "0",
+        sys.executable,
+        os.path.join(ROOT, "examples", "train_AD.py"),
+        "--env",
+        "darkroom",
+        "--preset",
+        "noisy_room",
+        "--output-dir",
+        str(out),
+        "--learners-per-goal",
+        "1",
+        "--batch-size",
+        "8",
+        "--eval-trials",
+        "8",
+        "--verbose",
+        "0",
     ]
     env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
 
@@ -200,9 +216,24 @@ def test_train_ad_example_shuffled_control_trains_on_permuted_episodes(tmp_path,
     for name, extra in (("ordered", []), ("shuffled", ["--shuffled"])):
         out = tmp_path / name
         command = [
-            "train_AD.py", "--env", "darkroom", "--preset", "noisy_room",
-            "--output-dir", str(out), "--learners-per-goal", "1", "--batch-size", "8", "--n-updates", "4",
-            "--eval-trials", "8", "--verbose", "0", *extra,
+            "train_AD.py",
+            "--env",
+            "darkroom",
+            "--preset",
+            "noisy_room",
+            "--output-dir",
+            str(out),
+            "--learners-per-goal",
+            "1",
+            "--batch-size",
+            "8",
+            "--n-updates",
+            "4",
+            "--eval-trials",
+            "8",
+            "--verbose",
+            "0",
+            *extra,
         ]
         monkeypatch.setattr(sys, "argv", command)
         script.main()  # exits (SystemExit) on an incomplete stage: the test fails with its message
@@ -229,15 +260,33 @@ def test_noisy_room_presets_are_grid_presets_matching_the_library_presets():
         room, model = preset["room"], preset["model"]
         assert s["preset"] == name and s["eval_trials"] == 16  # the config's own key still overrides the preset
         assert (s["size"], s["episode_length"], s["terminate_on_goal"], s["observation"]) == (
-            room["size"], room["episode_length"], room["terminate_on_goal"], room["observation"])
+            room["size"],
+            room["episode_length"],
+            room["terminate_on_goal"],
+            room["observation"],
+        )
         assert (s["learner"], s["learners_per_goal"], s["n_test"], s["episodes_per_trial"]) == (
-            preset["learner"], preset["learners_per_goal"], preset["n_test"], preset["episodes"])
+            preset["learner"],
+            preset["learners_per_goal"],
+            preset["n_test"],
+            preset["episodes"],
+        )
         assert s["learner_steps"] == s["max_history_steps"] == preset["episodes"] * room["episode_length"]
         assert s["anneal_fraction"] == preset["learner_kwargs"]["anneal_fraction"]
         assert s["anneal_after_reward"] is preset["learner_kwargs"].get("anneal_after_reward", False)
         renamed = dict(lr="learning_rate", min_lr="min_learning_rate", total_timesteps="n_updates")
-        for key in ("seq_len", "embed_dim", "n_layers", "n_heads", "ff_dim", "attention_dropout", "residual_dropout",
-                    "recency_bias", "batch_size", *renamed):
+        for key in (
+            "seq_len",
+            "embed_dim",
+            "n_layers",
+            "n_heads",
+            "ff_dim",
+            "attention_dropout",
+            "residual_dropout",
+            "recency_bias",
+            "batch_size",
+            *renamed,
+        ):
             assert s[key] == model[renamed.get(key, key)], (name, key)
     (default,) = load_config(dict(algorithms=["ad"], tasks=["darkroom"], seeds=1)).runs()
     assert default.hyperparameters["preset"] == "seed" and default.hyperparameters["learner"] == "a2c"
@@ -247,8 +296,9 @@ def test_noisy_room_presets_are_grid_presets_matching_the_library_presets():
     with pytest.raises(ConfigError, match="anneal_fraction"):
         load_config(dict(algorithms={"ad": {"preset": "noisy_room", "anneal_fraction": 0}}, tasks=["darkroom"], seeds=1))
     with pytest.raises(ConfigError, match="anneal_after_reward must be true or false"):
-        load_config(dict(algorithms={"ad": {"preset": "noisy_room_20", "anneal_after_reward": "no"}}, tasks=["darkroom"],
-                         seeds=1))
+        load_config(
+            dict(algorithms={"ad": {"preset": "noisy_room_20", "anneal_after_reward": "no"}}, tasks=["darkroom"], seeds=1)
+        )
 
 
 def _train_ad_script():
@@ -271,22 +321,51 @@ def test_train_ad_script_presets_match_the_library_presets(monkeypatch):
         args = script.parse_args()
         room, model, learner = preset["room"], preset["model"], preset["learner_kwargs"]
         assert (args.size, args.episode_length, args.no_terminate_on_goal, args.observation) == (
-            room["size"], room["episode_length"], not room["terminate_on_goal"], room["observation"])
+            room["size"],
+            room["episode_length"],
+            not room["terminate_on_goal"],
+            room["observation"],
+        )
         assert (args.learner, args.learners_per_goal, args.n_test, args.episodes_per_trial) == (
-            preset["learner"], preset["learners_per_goal"], preset["n_test"], preset["episodes"])
+            preset["learner"],
+            preset["learners_per_goal"],
+            preset["n_test"],
+            preset["episodes"],
+        )
         assert args.steps == args.max_history_steps == preset["episodes"] * room["episode_length"] == args.seq_len
         assert args.anneal_fraction == learner["anneal_fraction"]
         assert args.anneal_after_reward == learner.get("anneal_after_reward", False)
-        for key in ("seq_len", "embed_dim", "n_layers", "n_heads", "ff_dim", "attention_dropout", "residual_dropout",
-                    "recency_bias", "learning_rate", "min_learning_rate", "n_updates", "batch_size"):
+        for key in (
+            "seq_len",
+            "embed_dim",
+            "n_layers",
+            "n_heads",
+            "ff_dim",
+            "attention_dropout",
+            "residual_dropout",
+            "recency_bias",
+            "learning_rate",
+            "min_learning_rate",
+            "n_updates",
+            "batch_size",
+        ):
             assert getattr(args, key) == model[key], (name, key)
 
 
 def test_train_ad_script_first_success_views_replace_the_stride_views(monkeypatch, capsys):
     """``--first-success-views`` with a preset's episode stride is refused before any work, naming the fix."""
     script = _train_ad_script()
-    base = ["train_AD.py", "--env", "darkroom", "--preset", "a2c_room_150k", "--output-dir", "x",
-            "--first-success-views", "50"]
+    base = [
+        "train_AD.py",
+        "--env",
+        "darkroom",
+        "--preset",
+        "a2c_room_150k",
+        "--output-dir",
+        "x",
+        "--first-success-views",
+        "50",
+    ]
     monkeypatch.setattr(sys, "argv", base)
     with pytest.raises(SystemExit):
         script.parse_args()
@@ -301,10 +380,22 @@ def test_train_ad_script_dqn_room_preset_is_the_sixth_runs_command(monkeypatch):
     script = _train_ad_script()
     monkeypatch.setattr(sys, "argv", ["train_AD.py", "--env", "darkroom", "--preset", "dqn_room", "--output-dir", "x"])
     args = script.parse_args()  # a2c_room_150k's episode stride would be refused beside first-success views
-    run = dict(learner="dqn", steps=30_000, max_history_steps=30_000, learners_per_goal=2, episode_stride=1,
-               first_success_views=100,
-               tail_window=300, n_updates=15_000, eval_trials=230, seq_len=160, token_layout="transition", size=9,
-               episode_length=20, n_test=23)
+    run = dict(
+        learner="dqn",
+        steps=30_000,
+        max_history_steps=30_000,
+        learners_per_goal=2,
+        episode_stride=1,
+        first_success_views=100,
+        tail_window=300,
+        n_updates=15_000,
+        eval_trials=230,
+        seq_len=160,
+        token_layout="transition",
+        size=9,
+        episode_length=20,
+        n_test=23,
+    )
     assert {key: getattr(args, key) for key in run} == run
     monkeypatch.setattr(sys, "argv", [*sys.argv, "--eval-trials", "12", "--steps", "500"])
     args = script.parse_args()

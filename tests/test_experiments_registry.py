@@ -219,7 +219,7 @@ def test_a_registered_kind_runs_beside_a_builtin_one_and_is_reported(tmp_path, t
 
 
 # ------------------------------------------------------------------------------ a kind in the grid's worker processes
-PLUGIN = '''
+PLUGIN = """
 import os
 import sys
 
@@ -252,7 +252,7 @@ register(RunKind(
     build=_build, finish=_finish, why_not=lambda task: None if task == "CartPole-v1" else "CartPole-v1 only",
     variant=lambda spec: "Plugin", eval_env=lambda spec: _env(spec.seed + EVAL_SEED_OFFSET, None), baseline="plugin",
 ), replace=True)
-'''
+"""
 
 
 def test_a_kind_from_a_users_module_runs_in_the_grids_worker_processes(tmp_path, monkeypatch):
@@ -277,8 +277,9 @@ def test_a_kind_from_a_users_module_runs_in_the_grids_worker_processes(tmp_path,
             # trained in a worker process, not in this one
             assert record.status == FINISHED and record.data["final"]["pid"] != os.getpid()
         # the built-in kinds record nothing: their runs' files stay as they were
-        ppo = RunRecord.create(str(tmp_path / "ppo_run"), load_config(
-            _write_grid(tmp_path / "ppo.yaml", "[ppo]")).runs()[0], "g")
+        ppo = RunRecord.create(
+            str(tmp_path / "ppo_run"), load_config(_write_grid(tmp_path / "ppo.yaml", "[ppo]")).runs()[0], "g"
+        )
         assert "kind_module" not in ppo.data
     finally:
         unregister("plugin")

@@ -238,8 +238,10 @@ def test_sac_reward_asks_where_its_plan_says_after_the_seed_steps(unsuper_flag, 
     assert asked_rounds(log.feed) == rounds and model.pref_learner.total_feed == 20
     first = 240 if unsuper_flag else 201  # after 200 seed steps: 40 of pretraining, or the first preference step
     assert rounds[0] == (first, 10) and rounds[1] == (first + model.feedback_plan.num_interaction, 10)
-    assert f"200 seed steps (learning_starts), {'40 steps of pretraining, ' if unsuper_flag else ''}10 queries at step " \
+    assert (
+        f"200 seed steps (learning_starts), {'40 steps of pretraining, ' if unsuper_flag else ''}10 queries at step "
         f"{first}" in capsys.readouterr().out
+    )
 
 
 def test_the_plan_survives_a_file_made_before_it(tmp_path):

@@ -156,7 +156,8 @@ def test_it_saves_the_normalisation_the_kept_policy_was_judged_with(tmp_path):
 
 def test_without_vec_normalize_it_saves_only_the_model(tmp_path):
     env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
-    judge = LearnedRewardEvalCallback(make_vec_env("Pendulum-v1", n_envs=1, seed=5), n_eval_episodes=1, eval_freq=64,
-                                      best_model_save_path=str(tmp_path))
+    judge = LearnedRewardEvalCallback(
+        make_vec_env("Pendulum-v1", n_envs=1, seed=5), n_eval_episodes=1, eval_freq=64, best_model_save_path=str(tmp_path)
+    )
     _model(env).learn(512, callback=judge)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["best_model.zip"]

@@ -273,4 +273,3 @@ def test_initial_mb_size_is_saved_with_the_model_and_checked(tmp_path):
     assert RewardModel(OBS_DIM, ACT_DIM).initial_mb_size is None  # the default: every round asks mb_size
     with pytest.raises(ValueError, match="initial_mb_size must be >= 1"):
         RewardModel(OBS_DIM, ACT_DIM, initial_mb_size=0)
-

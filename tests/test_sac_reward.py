@@ -112,8 +112,9 @@ def test_without_the_critic_reset_and_the_uniform_first_round_pretraining_ends_a
     from sb3_pref.core.query import resolve_query_method
 
     env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
-    model = _model(env, unsuper_step=100, num_interaction=1000, reset_critic=False, first_round_uniform=False,
-                   feed_type="disagreement")
+    model = _model(
+        env, unsuper_step=100, num_interaction=1000, reset_critic=False, first_round_uniform=False, feed_type="disagreement"
+    )
     model.learn(120, unsuper_flag=1)
     methods: list = []
     select = model.pref_learner._select

@@ -74,7 +74,6 @@ def test_reward_model_kwargs_builds_from_the_env_spaces_and_survives_save_load(t
     assert not th.equal(next(iter(other.reward_model.ensemble.parameters())), next(iter(reward_model.ensemble.parameters())))
 
 
-
 def test_empty_reward_model_kwargs_is_a_default_reward_model_not_the_env_reward(tmp_path):
     # {} (a YAML's "reward_model_kwargs: {}") asks for a reward model of the default settings; it once built none and
     # trained on the env's reward without a word
@@ -86,6 +85,7 @@ def test_empty_reward_model_kwargs_is_a_default_reward_model_not_the_env_reward(
     assert model.pref_learner.counters()["total_feed"] == 20
     model.save(tmp_path / "model")
     assert PPO_REWARD.load(tmp_path / "model", env=env).reward_model_kwargs == {}
+
 
 @pytest.mark.parametrize(
     "kwargs, match",

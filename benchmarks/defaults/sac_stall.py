@@ -40,9 +40,13 @@ EPISODES = 5
 @probe(
     "stall",
     "one walker_stand run of SAC_REWARD at its defaults, or of SAC, stopped at --steps and saved",
-    Option("--arm", "defaults (SAC_REWARD), rune (its defaults with RUNE's PEBBLE settings), window_two_thirds (its "
-           "plan with labels until two thirds of the run) or sac (the true reward)",
-           choices=["defaults", "rune", "window_two_thirds", "sac"], default="defaults"),
+    Option(
+        "--arm",
+        "defaults (SAC_REWARD), rune (its defaults with RUNE's PEBBLE settings), window_two_thirds (its "
+        "plan with labels until two thirds of the run) or sac (the true reward)",
+        choices=["defaults", "rune", "window_two_thirds", "sac"],
+        default="defaults",
+    ),
     Option("--steps", "stop after this many env steps (the plan is made for the task's 100k)", type=int, default=50_000),
     shared("seed"),
     environ={"MUJOCO_GL": "osmesa"},

@@ -208,18 +208,14 @@ PHASES = {
         seeds=range(105, 110), arms=("random_teacher_learned_best",), tasks=("cartpole_swingup",)
     ),
     # pretrain_uncapped on the long runs' development seeds: walker_stand and swing-up 0-4, the README snippet 0-1
-    "dev_pretrain_uncapped": dict(
-        seeds=range(5), arms=("pretrain_uncapped",), tasks=("walker_stand", "cartpole_swingup")
-    ),
+    "dev_pretrain_uncapped": dict(seeds=range(5), arms=("pretrain_uncapped",), tasks=("walker_stand", "cartpole_swingup")),
     "dev_pretrain_uncapped_snippet": dict(seeds=range(2), arms=("pretrain_uncapped",), tasks=("walker_walk",)),
     # rune_pebble on walker_stand-sac's fresh seeds, after its development screen to 50k steps (sac_stall.py, seeds 0-2)
     "report_walker_sac_rune": dict(seeds=range(101, 106), arms=("rune_pebble",), tasks=("walker_stand-sac",)),
     # the labels until two thirds of the run, not a third, on walker_stand-sac's fresh seeds: run only if its
     # development screen (sac_stall.py --arm window_two_thirds, seeds 0-2 at 50k) is ahead of the defaults on two of
     # three seeds and on the mean, the rule RUNE's screen had
-    "report_walker_sac_window": dict(
-        seeds=range(101, 106), arms=("label_window_two_thirds",), tasks=("walker_stand-sac",)
-    ),
+    "report_walker_sac_window": dict(seeds=range(101, 106), arms=("label_window_two_thirds",), tasks=("walker_stand-sac",)),
     # two more fresh seeds for the window's verdict there (ahead on 3 of 101-105, one loss of 359): the window and the
     # defaults side by side first, then SAC on the same seeds
     "report_walker_sac_window_more": dict(
@@ -228,14 +224,10 @@ PHASES = {
     "report_walker_sac_window_more_sac": dict(seeds=range(106, 108), arms=("ppo",), tasks=("walker_stand-sac",)),
     # ... and the same window on SAC_REWARD's other task, development seeds, beside the defaults (Pendulum-v1-sac has no
     # development runs of its own: its report seeds were chosen on nothing)
-    "dev_sac_window_pendulum": dict(
-        seeds=range(5), arms=("defaults", "label_window_two_thirds"), tasks=("Pendulum-v1-sac",)
-    ),
+    "dev_sac_window_pendulum": dict(seeds=range(5), arms=("defaults", "label_window_two_thirds"), tasks=("Pendulum-v1-sac",)),
     # the window on Pendulum-v1-sac's fresh seeds, beside report_sac's SAC and defaults arms (after its development
     # screen came out level: -143.1 against -143.0 over seeds 0-4)
-    "report_sac_window_pendulum": dict(
-        seeds=range(101, 104), arms=("label_window_two_thirds",), tasks=("Pendulum-v1-sac",)
-    ),
+    "report_sac_window_pendulum": dict(seeds=range(101, 104), arms=("label_window_two_thirds",), tasks=("Pendulum-v1-sac",)),
     # walker_stand's PPO swings between about 180 and 780 at 500k (report_walker_stand): the judge there, with the
     # VecNormalize statistics of the kept policy's time; development seeds first, then the fresh seeds of
     # report_walker_stand beside PPO kept by SB3's EvalCallback on the same schedule

@@ -129,9 +129,7 @@ STUDIES: dict[str, dict[str, Any]] = {
         arms={
             "plain_high": (0, {}),
             **_MISTAKE10_ARMS,
-            "mistake10_rime_uniform_high": (
-                0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True, "feed_type": "uniform"}
-            ),
+            "mistake10_rime_uniform_high": (0, {"teacher_kwargs": {"eps_mistake": 0.1}, "rime": True, "feed_type": "uniform"}),
             **_MISTAKE30_UNIFORM_ARMS,
         },
     ),
@@ -404,7 +402,7 @@ def report(study: str) -> None:
         for arm in arms:
             finals = [runs[arm][seed]["final"] for seed in seeds]
             mean = float(np.mean(finals))
-            cpu = f'{np.mean([runs[arm][seed]["cpu_seconds"] for seed in seeds]):.0f}'
+            cpu = f"{np.mean([runs[arm][seed]['cpu_seconds'] for seed in seeds]):.0f}"
             where = {machine(runs[arm][seed]) for seed in seeds}
             if where != {machine(runs[arms[0]][seed]) for seed in seeds}:  # seconds on another CPU: say which
                 cpu += f" ({', '.join(sorted(where))})"

@@ -14,6 +14,7 @@ from sb3_pref.experiments.axes import Budget
 #: episodes of the deterministic evaluation that closes a run, unless its grid says otherwise (``eval_episodes``)
 EVAL_EPISODES = 10
 
+
 @dataclass(frozen=True)
 class RunSpec:
     """
