@@ -348,8 +348,8 @@ def test_batched_prediction_matches_per_member_computation(batch_shape):
 @pytest.mark.parametrize("out_features", [1, 5], ids=["head", "hidden"])
 @pytest.mark.parametrize("shared", [False, True], ids=["per-member", "shared-input"])
 def test_ensemble_layer_and_its_gradients_are_each_members_own_linear_map(out_features, shared):
-    """The one-output head is computed as a product and a sum, the hidden layers as a batched matmul: both must be
-    every member's ``x @ W_m + b_m``, forward and backward, with no member's rows or weights leaking into another's."""
+    """The reward head (one output) and a hidden layer are every member's own ``x @ W_m + b_m``, forward and backward,
+    with no member's rows or weights leaking into another's: the guard for any faster formulation of the layers."""
     th.manual_seed(0)
     layer = EnsembleLinear(3, 4, out_features)
     x = th.randn(*(() if shared else (3,)), 11, 4, dtype=th.float32, requires_grad=True)
