@@ -50,7 +50,8 @@ Studies:
 - ``cost_chunked``: PPO and the defaults again on ``cost_report``'s seeds, after the prediction chunks shrank.
 - ``cost_batched``: the same again, after the recorder encoded each rollout once at its end.
 - ``cost_float32``: the same set on a CPU without AVX512-BF16, where the reward model trains in float32.
-- ``cost_head``: the same set again, after the reward model's one-output layer became a product and a sum.
+- ``cost_head``: the same set with the reward model's one-output layer as a product and a sum (commit 100e45e; not
+  taken, see the README).
 - ``qpa_low_fresh``: the check ``qpa_dev`` asked for, on seeds nobody had looked at: the defaults and
   ``qpa_episodes=10`` at 250 labels on cartpole_balance, seeds 110-119, each pair side by side, with PPO and the
   floor (a teacher answering at random, 250 labels) on the same seeds.
@@ -307,8 +308,8 @@ STUDIES: dict[str, dict[str, Any]] = {
     # the same set where the CPU has no AVX512-BF16, so ``train_dtype="auto"`` trains the reward model in float32: the
     # cost bar measured for the users of such a machine, not only for the bfloat16 one
     "cost_float32": _COST_SET,
-    # the same set after the reward head (64 -> 1) left the batched matmul: the same function, summed in another
-    # order, so every defaults run's path moves in its last bits; PPO's does not
+    # the same set with the reward head (64 -> 1) out of the batched matmul (commit 100e45e, since reverted): the same
+    # function, summed in another order, so every defaults run's path moves in its last bits; PPO's does not
     "cost_head": _COST_SET,
 }
 
