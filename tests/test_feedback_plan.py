@@ -176,6 +176,22 @@ def test_a_budget_too_small_for_the_labels_is_told_with_its_numbers():
     assert model.pref_learner.total_feed == 20
 
 
+def test_a_call_that_ends_with_its_pretraining_is_told_it_asks_no_label():
+    """The first round comes when the rollout after pretraining starts, so a call no longer than its pretraining asks
+    nothing: the plan must say so, not count that round, and the next (continued) call asks it at once."""
+    env = pendulum()
+    model = PPO_REWARD(
+        "MlpPolicy", env, n_steps=64, reward_model=small_model(env), teacher="oracle", max_feed=20,
+        policy_kwargs=SMALL_NET, seed=0,
+    )  # fmt: skip
+    with pytest.warns(UserWarning, match=r"only 0 of the 20 labels left \(max_feed=20\).*100 steps.*no query round"):
+        model.learn(100)  # one rollout of 128 steps, all of it pretraining
+    assert model.num_timesteps == 128 and model.pref_learner.total_feed == 0
+    log = RoundLog()
+    model.learn(128, reset_num_timesteps=False, callback=log)
+    assert model.pref_learner.total_feed == 20 and asked_rounds(log.feed) == [(128, 20)]
+
+
 def test_the_bpref_call_shape_and_flags_keep_bprefs_schedule():
     from sb3_pref.experiments.bpref import make_env, make_prefppo
     from sb3_pref.experiments.flags import build_parser, parse_args

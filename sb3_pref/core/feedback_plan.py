@@ -126,6 +126,10 @@ class FeedbackPlan:
             step = max(start, _round_up(self.seed_steps + self.unsuper_step, rollout))
         else:  # the first preference rollout after the seed steps asks
             step = max(start, _round_up(self.seed_steps, rollout) if self.seed_steps else 0) + rollout
+        if self.pretraining and not first_done and step >= end:
+            # The round that ends pretraining is asked when the next rollout starts: a call that ends with its
+            # pretraining asks no label (a continued call asks that round first).
+            return []
         out: list[tuple[int, int]] = []
         size = self.round_size if first_done else self.first_round
         while left > 0 and step <= end:
