@@ -44,6 +44,9 @@ label_margin=0.05              **328.2**  999.8      981.1      966.6      996.9
   At this budget the defaults and PPO on the true reward both end below start + 250 on about one seed in ten
   (``benchmarks/defaults/README.md``: 5 and 4 of 40 development seeds, never the same seed twice), so a
   guard seed is a seed on which today's path passes, not a seed that always passes.
+- A faster reward head (``benchmarks/successors/README.md``, ``cost_head``) moved every path and failed seed 37 in
+  float32; its float32 screen is in ``benchmarks/successors/results/cost_head/guard_screen_float32.md`` (seeds 3 and
+  34 would guard both regressions there), and taking it waits for the same screen on a CPU with AVX512-BF16.
 - "200 first, then 25 every 8k" (the plan with its last label at six tenths) is not in the screen: on 40
   development seeds it fell short on 8 where the defaults fell short on 5, a worse plan but not one a fixed pair of
   seeds can catch.
