@@ -159,26 +159,15 @@ def test_collection_deadline_and_parallel_workers_give_the_same_histories(tmp_pa
         collect_histories(goals, str(tmp_path / "x.npz"), workers=0, **kwargs)
 
 
+def small_room_args(out) -> list[str]:
+    """``train_AD.py``'s arguments for a quick run of the noisy_room preset into ``out``."""
+    return ["--env", "darkroom", "--preset", "noisy_room", "--output-dir", str(out), "--learners-per-goal", "1",
+            "--batch-size", "8", "--eval-trials", "8", "--verbose", "0"]  # fmt: skip
+
+
 def test_train_ad_example_resumes_stage_by_stage_with_rl2(tmp_path):
     out = tmp_path / "run"
-    command = [
-        sys.executable,
-        os.path.join(ROOT, "examples", "train_AD.py"),
-        "--env",
-        "darkroom",
-        "--preset",
-        "noisy_room",
-        "--output-dir",
-        str(out),
-        "--learners-per-goal",
-        "1",
-        "--batch-size",
-        "8",
-        "--eval-trials",
-        "8",
-        "--verbose",
-        "0",
-    ]
+    command = [sys.executable, os.path.join(ROOT, "examples", "train_AD.py"), *small_room_args(out)]
     env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
 
     def run(*extra: str) -> subprocess.CompletedProcess:
@@ -215,26 +204,7 @@ def test_train_ad_example_shuffled_control_trains_on_permuted_episodes(tmp_path,
     models = {}
     for name, extra in (("ordered", []), ("shuffled", ["--shuffled"])):
         out = tmp_path / name
-        command = [
-            "train_AD.py",
-            "--env",
-            "darkroom",
-            "--preset",
-            "noisy_room",
-            "--output-dir",
-            str(out),
-            "--learners-per-goal",
-            "1",
-            "--batch-size",
-            "8",
-            "--n-updates",
-            "4",
-            "--eval-trials",
-            "8",
-            "--verbose",
-            "0",
-            *extra,
-        ]
+        command = ["train_AD.py", *small_room_args(out), "--n-updates", "4", *extra]
         monkeypatch.setattr(sys, "argv", command)
         script.main()  # exits (SystemExit) on an incomplete stage: the test fails with its message
         assert "DONE" in capsys.readouterr().out
