@@ -3,6 +3,7 @@
 import itertools
 import warnings
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from stable_baselines3.common.callbacks import BaseCallback
@@ -258,6 +259,55 @@ def test_sac_reward_asks_where_its_plan_says_after_the_seed_steps(unsuper_flag, 
         f"200 seed steps (learning_starts), {'40 steps of pretraining, ' if unsuper_flag else ''}10 queries at step "
         f"{first}" in capsys.readouterr().out
     )
+
+
+@pytest.mark.parametrize("episodes", [1, 2])
+def test_sac_reward_with_a_train_freq_in_episodes_plans_whole_episodes_and_asks_every_label(episodes):
+    # SB3's train_freq=(n, "episode") ends a rollout every n episodes (200 steps each on Pendulum-v1). The plan once
+    # counted in single steps, with rounds every 33 steps, and one round ran per 200-step rollout: 18 of 20 labels
+    # were asked with train_freq=(1, "episode"), 14 with (2, "episode"), and nobody was told.
+    env = pendulum(n_envs=1)
+    model = SAC_REWARD(
+        "MlpPolicy", env, reward_model=small_model(env), teacher="oracle", max_feed=20, learning_starts=100,
+        train_freq=(episodes, "episode"), gradient_steps=1, policy_kwargs=dict(SMALL_NET), seed=0, batch_size=32,
+    )  # fmt: skip
+    log = RoundLog()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the plan fits: no warning about labels left or long rollouts
+        model.learn(1000, callback=log)
+    plan = model.feedback_plan
+    assert plan.rollout_steps == 200 * episodes and plan.num_interaction % plan.rollout_steps == 0
+    assert asked_rounds(log.feed) == plan.rounds() and model.pref_learner.total_feed == 20
+
+
+class EndsAfter50(gym.Env):
+    """Episodes of 50 steps that end by termination, with no time limit the library could read."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.np_random.uniform(-1, 1, 3).astype(np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return self.np_random.uniform(-1, 1, 3).astype(np.float32), -float(action[0] ** 2), self.t >= 50, False, {}
+
+
+def test_rollouts_longer_than_the_plan_counted_on_are_told_once():
+    # Without a time limit, an episode's length is unknown when learn() plans: the plan counts in single steps, and
+    # the first 50-step rollout of the preference phase says that its rounds will come later than planned.
+    env = make_vec_env(EndsAfter50, n_envs=1, seed=0)
+    model = SAC_REWARD(
+        "MlpPolicy", env, reward_model=small_model(env), teacher="oracle", max_feed=20, learning_starts=50,
+        train_freq=(1, "episode"), gradient_steps=1, policy_kwargs=dict(SMALL_NET), seed=0, batch_size=32,
+    )  # fmt: skip
+    with pytest.warns(UserWarning, match=r"a rollout of 50 env steps is longer than the 1 the feedback plan") as told:
+        model.learn(600)
+    assert sum("longer than the" in str(w.message) for w in told) == 1
+    assert model.feedback_plan.rollout_steps == 1
 
 
 def test_the_plan_survives_a_file_made_before_it(tmp_path):

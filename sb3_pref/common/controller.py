@@ -129,6 +129,7 @@ class PreferenceController:
         #: when pretraining ends and the rounds run (made by each ``learn`` call, see :meth:`apply_plan`)
         self.plan: Optional[FeedbackPlan] = None
         self._plan_unlogged = False
+        self._long_rollout_told = False
         # The policy as pretraining found it, while pretraining runs with unsuper_reset_policy (saved in pref_state).
         self.policy_before_pretraining: Optional[dict[str, th.Tensor]] = None
 
@@ -185,6 +186,7 @@ class PreferenceController:
         """
         self.plan = plan
         self._plan_unlogged = True
+        self._long_rollout_told = False
         learner = self.learner
         if learner is None:
             return
@@ -309,6 +311,8 @@ class PreferenceController:
             assert learner is not None, "the preference phase exists only with a reward model"
             self.num_interactions += n_transitions
             assert self.plan is not None, "learn() plans the feedback before the first rollout"
+            if n_transitions > self.plan.rollout_steps and not self._long_rollout_told:
+                self._warn_long_rollout(n_transitions)
             due = learner.n_rounds == 0 or self.num_interactions >= self.plan.num_interaction
             # Past the budget a round can still bring a teacher's late labels (query_round returns {} otherwise).
             if due:
@@ -332,6 +336,19 @@ class PreferenceController:
         if learner is not None:
             for key, value in learner.counters().items():
                 logger.record(f"reward/{key}", value)
+
+    def _warn_long_rollout(self, n_transitions: int) -> None:
+        """Once per ``learn`` call: a rollout outlasted the plan's, and at most one round runs per rollout."""
+        assert self.plan is not None
+        self._long_rollout_told = True
+        warnings.warn(
+            f"a rollout of {n_transitions} env steps is longer than the {self.plan.rollout_steps} the feedback plan "
+            f"counted on (a train_freq in episodes on an env without a time limit?): at most one query round runs per "
+            f"rollout, so rounds planned every {self.plan.num_interaction} steps come later than planned and the last "
+            "labels may go unasked. Give the env its time limit (gymnasium.wrappers.TimeLimit), a train_freq in steps, or set "
+            "num_interaction to a whole number of rollouts",
+            stacklevel=user_stacklevel(),
+        )
 
     def log_round(self, stats: dict[str, float]) -> None:
         """:param stats: a query round's statistics, logged under ``reward/``"""

@@ -26,6 +26,7 @@ import torch as th
 from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.type_aliases import TrainFrequencyUnit
+from stable_baselines3.common.vec_env import VecEnv
 from torch import nn
 
 from sb3_pref.common.algorithm import PreferenceAlgorithmMixin
@@ -321,11 +322,15 @@ class OffPolicyPreferenceMixin(PreferenceAlgorithmMixin, _OffPolicyBase):
         return self._reward_writer.relabel()
 
     def _rollout_steps(self) -> int:
-        # SB3 has converted train_freq to a TrainFreq by now; with an episode unit, a rollout's length is not known
-        # in advance, so the plan counts in single steps.
-        frequency = getattr(self.train_freq, "frequency", 1)
-        steps = frequency if getattr(self.train_freq, "unit", None) == TrainFrequencyUnit.STEP else 1
-        return int(steps) * int(self.n_envs)
+        # SB3 has converted train_freq to a TrainFreq by now. With an episode unit (one env only, SB3 asserts) a
+        # rollout is `frequency` whole episodes: with the env's time limit, that many times the limit, and rounds
+        # planned closer than that would be asked one per rollout and their labels lost. Without a known limit the
+        # plan counts in single steps (the controller warns if rollouts turn out longer).
+        frequency = int(getattr(self.train_freq, "frequency", 1))
+        if getattr(self.train_freq, "unit", None) != TrainFrequencyUnit.EPISODE:
+            return frequency * int(self.n_envs)
+        limit = episode_limit(self.env) if self.env is not None else None
+        return frequency * limit * int(self.n_envs) if limit else int(self.n_envs)
 
     def train(self, gradient_steps: int, batch_size: int = 64) -> None:
         """SAC's update, with ``reset_update`` more steps after a critic reset, on the entropy reward while pretraining."""
@@ -349,3 +354,22 @@ class OffPolicyPreferenceMixin(PreferenceAlgorithmMixin, _OffPolicyBase):
                 "VecNormalize(norm_reward=True) would rescale the learned reward by the true reward's statistics "
                 "when the replay buffer is sampled: wrap the env with VecNormalize(..., norm_reward=False)"
             )
+
+
+def episode_limit(env: VecEnv) -> Optional[int]:
+    """
+    :param env: the training env
+    :return: the episode step limit every env shares (its spec's ``max_episode_steps``, else a ``TimeLimit``'s), or
+        None when an env has none or they differ
+    """
+    try:
+        specs = env.get_attr("spec")
+        limits = {getattr(spec, "max_episode_steps", None) for spec in specs}
+        if None in limits:
+            limits = set(env.get_attr("_max_episode_steps"))
+    except AttributeError:  # no TimeLimit anywhere in the wrappers
+        return None
+    if len(limits) != 1:
+        return None
+    (limit,) = limits
+    return int(limit) if isinstance(limit, (int, np.integer)) and limit > 0 else None
