@@ -311,7 +311,7 @@ class PreferenceController:
             assert learner is not None, "the preference phase exists only with a reward model"
             self.num_interactions += n_transitions
             assert self.plan is not None, "learn() plans the feedback before the first rollout"
-            if n_transitions > self.plan.rollout_steps and not self._long_rollout_told:
+            if n_transitions > self.plan.rollout_steps and not self._long_rollout_told and learner.budget_left > 0:
                 self._warn_long_rollout(n_transitions)
             due = learner.n_rounds == 0 or self.num_interactions >= self.plan.num_interaction
             # Past the budget a round can still bring a teacher's late labels (query_round returns {} otherwise).
@@ -343,10 +343,11 @@ class PreferenceController:
         self._long_rollout_told = True
         warnings.warn(
             f"a rollout of {n_transitions} env steps is longer than the {self.plan.rollout_steps} the feedback plan "
-            f"counted on (a train_freq in episodes on an env without a time limit?): at most one query round runs per "
-            f"rollout, so rounds planned every {self.plan.num_interaction} steps come later than planned and the last "
-            "labels may go unasked. Give the env its time limit (gymnasium.wrappers.TimeLimit), a train_freq in steps, or set "
-            "num_interaction to a whole number of rollouts",
+            f"counted on: at most one query round runs per rollout, so the rounds planned every "
+            f"{self.plan.num_interaction} steps come later than planned and the last labels may go unasked. With a "
+            "train_freq in episodes, give the env its time limit (gymnasium.wrappers.TimeLimit) or use a train_freq "
+            "in steps; with more envs than the plan was made for, plan afresh (learn(..., reset_num_timesteps=True)) "
+            "or set num_interaction to a whole number of rollouts",
             stacklevel=user_stacklevel(),
         )
 
