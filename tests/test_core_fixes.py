@@ -230,7 +230,8 @@ def test_a_model_trained_with_a_custom_teacher_asks_for_it_at_load_and_takes_it(
     )  # fmt: skip
     model.learn(32 * 2)
     model.save(tmp_path / "model.zip")
-    with pytest.raises(ValueError, match=r"trained with a CountingTeacher.*pass teacher=<a CountingTeacher> to load"):
+    told = r"trained with a teacher of class CountingTeacher.*load\(path, env=env, teacher=CountingTeacher\(...\)\)"
+    with pytest.raises(ValueError, match=told):
         PPO_REWARD.load(tmp_path / "model.zip", env=env)
     teacher = CountingTeacher()
     loaded = PPO_REWARD.load(tmp_path / "model.zip", env=env, teacher=teacher)

@@ -184,6 +184,42 @@ def test_base_teacher_defaults():
     assert clone.counters == teacher.counters
 
 
+class Forgetful(BaseTeacher):
+    """A user's teacher whose ``__init__`` does not call ``super().__init__()``; every fifth answer is "equal"."""
+
+    def __init__(self, sign: float = 1.0):
+        self.sign = sign
+
+    def label_pairs(self, seg_0, seg_1):
+        labels = (self.sign * (seg_1.rewards.sum(1) - seg_0.rewards.sum(1)) > 0).astype(np.float64)
+        labels[::5] = 0.5
+        self._count_labels(labels)
+        return labels
+
+
+def test_a_teacher_whose_init_skips_super_init_still_counts_and_trains():
+    # Users write teachers as they write gym envs, and forget super().__init__(): the counters once raised an
+    # AttributeError at the end of the first rollout of preferences, in the middle of learn().
+    import copy
+    import pickle
+
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from sb3_pref import PPO_REWARD, RewardModel
+
+    teacher = Forgetful()
+    assert teacher.counters == {"asked": 0, "labelled": 0, "skipped": 0, "equal": 0, "flipped": 0}
+    assert copy.deepcopy(teacher).sign == 1.0 and pickle.loads(pickle.dumps(teacher)).counters == teacher.counters
+    with pytest.raises(AttributeError, match="'Forgetful' object has no attribute 'missing'"):
+        getattr(teacher, "missing")  # noqa: B009 (the lookup is what is tested)
+    env = make_vec_env("Pendulum-v1", n_envs=2, seed=0)
+    reward_model = RewardModel(env.observation_space, env.action_space, size_segment=10, hidden_dim=16)
+    model = PPO_REWARD("MlpPolicy", env, n_steps=64, reward_model=reward_model, teacher=teacher, max_feed=20, seed=0)
+    model.learn(512)
+    assert model.pref_learner.total_feed == 20
+    assert teacher.counters["asked"] == 20 and teacher.counters["equal"] == model.pref_learner.counters()["equal"] >= 4
+
+
 @pytest.mark.parametrize(
     "kwargs, argument",
     [

@@ -336,8 +336,8 @@ def check_teacher_class(saved_class: Optional[str], teacher: Any, given_at_load:
     """
     if not given_at_load and saved_class not in (None, type(teacher).__name__):
         raise ValueError(
-            f"this model was trained with a {saved_class}, which is not saved with it: "
-            f"pass teacher=<a {saved_class}> to load()"
+            f"this model was trained with a teacher of class {saved_class}, which is not saved with it: pass one to "
+            f"load(), e.g. load(path, env=env, teacher={saved_class}(...))"
         )
     return type(teacher).__name__
 

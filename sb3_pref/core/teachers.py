@@ -43,7 +43,9 @@ class BaseTeacher(abc.ABC):
     batches of segments and returns one float label per pair:
     ``1.0`` = ``seg_1`` preferred, ``0.0`` = ``seg_0`` preferred, ``0.5`` = equal, ``NaN`` = skipped.
 
-    The base class keeps cumulative counters so that every teacher (scripted or human) reports the same keys.
+    The base class keeps cumulative counters so that every teacher (scripted or human) reports the same keys: a
+    subclass calls :meth:`_count_labels` with the labels it returns, and the logger's ``reward/skipped`` and
+    ``reward/equal`` count its answers.
     """
 
     #: ``info`` keys whose per-step values the algorithm must record with each segment (e.g. the
@@ -52,6 +54,14 @@ class BaseTeacher(abc.ABC):
 
     def __init__(self) -> None:
         self._counters = dict.fromkeys(COUNTER_KEYS, 0)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup fails: a subclass whose __init__ skipped super().__init__() gets its
+        # counters on first use instead of an AttributeError in the middle of training.
+        if name == "_counters":
+            self._counters = dict.fromkeys(COUNTER_KEYS, 0)
+            return self._counters
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @abc.abstractmethod
     def label_pairs(self, seg_0: RewardSegments, seg_1: RewardSegments) -> np.ndarray:
