@@ -1,5 +1,7 @@
 """PPO_REWARD as an SB3 citizen: VecNormalize, SubprocVecEnv, callbacks, progress bar, tensorboard, logger keys."""
 
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -50,11 +52,21 @@ class RawObsProbe(BaseCallback):
         return True
 
 
+def test_vecnormalize_without_reward_normalization_is_not_warned_about():
+    env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0), norm_reward=False)
+    model = small_model(env, unsuper_flag=0)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*norm_reward")
+        model.learn(128)
+
+
 def test_reward_model_sees_raw_observations_under_vecnormalize():
     env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0), norm_reward=True)
     model = small_model(env, unsuper_flag=0)
     probe = RawObsProbe()
-    model.learn(64 * 2 * 2, callback=probe)
+    # SB3's default norm_reward=True rescales the env's reward, which the policy no longer trains on: the user is told
+    with pytest.warns(UserWarning, match=r"norm_reward=True\) rescales the env's reward, which PPO_REWARD does not"):
+        model.learn(64 * 2 * 2, callback=probe)
     stored_obs, _, stored_rewards = model.pref_learner.store.last_transitions(128)
     raw = np.stack(probe.raw[:-1]).reshape(-1, 3)
     normalized = np.stack(probe.normalized[:-1]).reshape(-1, 3)

@@ -12,6 +12,7 @@ RLHF's KL penalty) into the rollout buffer with :func:`relabel_rollout`. The off
 :class:`~sb3_pref.common.offpolicy.OffPolicyPreferenceMixin`, on :class:`PreferenceAlgorithmMixin` alone.
 """
 
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
@@ -22,6 +23,7 @@ from sb3_pref.common.controller import PHASE_PREFERENCE, PHASE_PRETRAIN, PHASE_T
 from sb3_pref.common.options import ON_POLICY, document_options, takes_options
 from sb3_pref.common.rollout import RolloutRecorder, relabel_rollout
 from sb3_pref.common.rollout_writer import RolloutRewardWriter
+from sb3_pref.core.checks import user_stacklevel
 
 if TYPE_CHECKING:
     from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm as _OnPolicyBase
@@ -78,9 +80,25 @@ class PreferenceRewardMixin(PreferenceAlgorithmMixin, _OnPolicyBase):
         self, total_timesteps: int, callback: Any = None, reset_num_timesteps: bool = True, *args: Any, **kwargs: Any
     ) -> Any:
         envs_reset = reset_num_timesteps or self._last_obs is None
+        self._warn_if_env_reward_normalized()
         result = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, *args, **kwargs)
         self._reward_writer.setup_learn(envs_reset)
         return result
+
+    def _warn_if_env_reward_normalized(self) -> None:
+        # SB3's VecNormalize default rescales the env's reward, which the policy does not train on once the learned
+        # reward replaces it: the setting would do nothing, silently. (SAC_REWARD refuses it: its replay buffer
+        # would rescale the learned reward by the true reward's statistics.)
+        vec_normalize = self.get_vec_normalize_env()
+        if self.reward_model is None or vec_normalize is None or not vec_normalize.norm_reward or self.unsuper_flag == 2:
+            return
+        warnings.warn(
+            f"VecNormalize(norm_reward=True) rescales the env's reward, which {type(self).__name__} does not train on: "
+            "the policy trains on the learned reward as the reward model gives it. Wrap the env with "
+            f"VecNormalize(..., norm_reward=False), and pass {type(self).__name__}(..., normalize_reward=True) to "
+            "rescale the learned reward instead",
+            stacklevel=user_stacklevel(),
+        )
 
     def _finish_rollout(self, *args: Any, **kwargs: Any) -> None:
         super()._finish_rollout(*args, **kwargs)
