@@ -125,8 +125,8 @@ class RIMEFilter:
             for start in range(0, len(labels), SCORE_CHUNK):
                 chunk = slice(start, start + SCORE_CHUNK)
                 # every member scores every pair: (E, B, H, D) views, no copy
-                pair = [seg[chunk].expand(n_members, *seg[chunk].shape) for seg in (seg_0, seg_1)]
-                logits = trainer.member_logits(*pair)  # (E, B, 2)
+                first, second = (seg[chunk].expand(n_members, *seg[chunk].shape) for seg in (seg_0, seg_1))
+                logits = trainer.member_logits(first, second)  # (E, B, 2)
                 p_1.append(th.softmax(logits, dim=-1)[..., 1].mean(0))
         p = th.cat(p_1).clamp(1e-12, 1 - 1e-12)
         return -(labels * th.log(p) + (1 - labels) * th.log1p(-p))
