@@ -9,6 +9,7 @@ in one namespace per page (like a reader following the page), in a temporary fol
 """
 
 import importlib
+import importlib.util
 import inspect
 import os
 import re
@@ -165,3 +166,16 @@ def test_mkdocs_build_strict(tmp_path):
     for report in reports:
         link = ("reports/" + report.replace(os.sep, "/") + "/").replace("README/", "")  # README.md is its folder's index
         assert f'href="{link}"' in index, f"{link} is not in the navigation"
+
+
+def test_the_feedback_plan_figure_is_drawn_by_the_planner(tmp_path):
+    # docs/images/feedback_plan.png shows what learn() will ask: the script must keep running on the planner of today
+    pytest.importorskip("matplotlib")
+    path = os.path.join(DOCS, "images", "feedback_plan.py")
+    spec = importlib.util.spec_from_file_location("feedback_plan_figure", path)
+    figure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figure)
+    demo = figure.plan_of(*figure.CASES[0][1:])
+    assert (demo.unsuper_step, demo.rounds()[0], demo.round_size, demo.rounds()[-1]) == (8000, (8000, 200), 25, (40000, 25))
+    figure.draw(str(tmp_path / "plan.png"))
+    assert os.path.getsize(tmp_path / "plan.png") > 20_000
