@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch as th
 
-from sb3_pref.core import learner as learner_module
+from sb3_pref.core import pair_draws
 from sb3_pref.core.learner import PreferenceLearner
 from sb3_pref.core.reward_model import RewardModel
 from sb3_pref.core.teachers import ScriptedTeacher
@@ -55,14 +55,14 @@ def fed(learner: PreferenceLearner, start: int = 0, n_steps: int = 200, seed: in
 def spy_select(monkeypatch) -> list:
     """Records every call of the learner's query selection: (method, n, returns_0, returns_1, obs_0, chosen)."""
     calls = []
-    original = learner_module.select_queries
+    original = pair_draws.select_queries
 
     def spy(method, n, returns_0, returns_1, obs_0, obs_1, **kwargs):
         chosen = original(method, n, returns_0, returns_1, obs_0, obs_1, **kwargs)
         calls.append((method, n, returns_0, returns_1, obs_0, chosen))
         return chosen
 
-    monkeypatch.setattr(learner_module, "select_queries", spy)
+    monkeypatch.setattr(pair_draws, "select_queries", spy)
     return calls
 
 

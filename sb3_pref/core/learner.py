@@ -9,17 +9,18 @@ from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
+from sb3_pref.core import pair_draws
 from sb3_pref.core.checks import user_stacklevel
 from sb3_pref.core.feedback_plan import BPREF_SCHEDULE, FeedbackPlan
 from sb3_pref.core.learner_io import learner_state, load_learner_state
 from sb3_pref.core.preferences import PreferenceDataset
 from sb3_pref.core.qpa import PairCrops
-from sb3_pref.core.query import QUERY_METHODS, candidate_count, resolve_query_method, select_queries
+from sb3_pref.core.query import QUERY_METHODS, resolve_query_method
 from sb3_pref.core.reward_model import RewardModel
 from sb3_pref.core.reward_trainer import RewardTrainer
 from sb3_pref.core.reward_training import check_schedule
 from sb3_pref.core.rime import RIMEFilter
-from sb3_pref.core.segments import SegmentBatch, SegmentStore
+from sb3_pref.core.segments import SegmentStore
 from sb3_pref.core.surf import SURFLoss
 from sb3_pref.core.teachers import (
     EVAL_STREAM,
@@ -284,7 +285,10 @@ class PreferenceLearner:
                 method = "uniform" if self.n_rounds == 0 and self.first_round_uniform else self.feed_type
             method = resolve_query_method(method)
             self.teacher.update_margin(self.segment_margin())
-            seg_0, seg_1 = self._select(method, n_queries)
+            recent = self.qpa_episodes or None  # QPA: only the behaviour the policy has now
+            seg_0, seg_1 = pair_draws.draw_queries(
+                self.store, self.reward_model, self.dataset, self.rng, method, n_queries, recent
+            )
             labels = np.asarray(self.teacher.label_pairs(seg_0, seg_1), dtype=np.float64)
             self.total_feed += n_queries
             added = self.dataset.add(seg_0, seg_1, labels)
@@ -386,32 +390,11 @@ class PreferenceLearner:
         self.labeled_feedback += added
         return added
 
-    def _select(self, method: str, n_queries: int) -> tuple[SegmentBatch, SegmentBatch]:
-        n_candidates = candidate_count(method, n_queries, self.reward_model.large_batch)
-        recent = self.qpa_episodes or None  # QPA: only the behaviour the policy has now
-        seg_0 = self.store.sample(n_candidates, self.size_segment, self.rng, recent_episodes=recent)
-        seg_1 = self.store.sample(n_candidates, self.size_segment, self.rng, recent_episodes=recent)
-        if method == "uniform":
-            return seg_0, seg_1
-        returns_0 = self.reward_model.member_returns(seg_0.features)
-        returns_1 = self.reward_model.member_returns(seg_1.features)
-        labelled_0 = labelled_1 = None
-        if "kcenter" in method and len(self.dataset) > 0:
-            obs_dim = self.reward_model.obs_dim
-            labelled_0 = self.dataset.features_0[..., :obs_dim]
-            labelled_1 = self.dataset.features_1[..., :obs_dim]
-        index = select_queries(
-            method, n_queries, returns_0, returns_1, seg_0.obs, seg_1.obs, labelled_obs_0=labelled_0, labelled_obs_1=labelled_1
-        )
-        return seg_0.take(index), seg_1.take(index)
-
     def _draw_unlabelled_pool(self, n_queries: int) -> None:
         """SURF: the round's unlabelled pairs, ``SURF_POOL_RATIO`` times the round's queries (at most ``SURF_POOL_MAX``)."""
         assert self.surf is not None
         n_pool = min(SURF_POOL_RATIO * max(n_queries, self.round_size()), SURF_POOL_MAX)
-        recent = self.qpa_episodes or None
-        seg_0 = self.store.sample(n_pool, self.size_segment, self.surf.rng, recent_episodes=recent)
-        seg_1 = self.store.sample(n_pool, self.size_segment, self.surf.rng, recent_episodes=recent)
+        seg_0, seg_1 = pair_draws.draw_pairs(self.store, n_pool, self.size_segment, self.surf.rng, self.qpa_episodes or None)
         self.surf.set_pool(seg_0.features, seg_1.features, self.reward_model.device)
 
     def _fit_normalisation(self, n_transitions: int = 10_000) -> None:
@@ -426,15 +409,8 @@ class PreferenceLearner:
         self.reward_scale = float(raw.std()) + 1e-8
 
     def oracle_agreement(self, n_pairs: Optional[int] = None) -> float:
-        """Agreement of the model with a perfectly rational teacher on fresh pairs (ties left out)."""
-        n_pairs = n_pairs or self.n_eval_pairs
-        if n_pairs <= 0 or len(self.store) == 0:
-            return float("nan")
-        seg_0 = self.store.sample(n_pairs, self.size_segment, self.eval_rng)
-        seg_1 = self.store.sample(n_pairs, self.size_segment, self.eval_rng)
-        true_0, true_1 = seg_0.rewards.sum(1), seg_1.rewards.sum(1)
-        labels = np.where(true_0 == true_1, np.nan, (true_1 > true_0).astype(np.float64))
-        return self.reward_model.preference_accuracy(seg_0.features, seg_1.features, labels)
+        """Agreement of the model with a perfectly rational teacher on ``n_pairs`` fresh pairs (default ``n_eval_pairs``)."""
+        return pair_draws.oracle_agreement(self.store, self.reward_model, n_pairs or self.n_eval_pairs, self.eval_rng)
 
     # ------------------------------------------------------------- persistence
     def counters(self) -> dict[str, float]:
