@@ -322,6 +322,15 @@ def test_the_plan_survives_a_file_made_before_it(tmp_path):
     assert np.isfinite(loaded.pref_learner.total_feed)
 
 
+@pytest.mark.parametrize("steps", [-5, float("nan"), "1000"])
+def test_a_step_budget_that_is_not_one_is_refused_before_anything_runs(steps):
+    env = pendulum()
+    model = PPO_REWARD("MlpPolicy", env, reward_model=small_model(env), teacher="oracle", max_feed=20, n_steps=64)
+    with pytest.raises(ValueError, match=r"total_timesteps must be a number of env steps >= 0, got"):
+        model.learn(steps)
+    assert model.num_timesteps == 0 and model.feedback_plan is None
+
+
 def test_a_budget_of_no_labels_is_refused_with_what_it_would_mean():
     env = pendulum()
     with pytest.raises(ValueError, match=r"max_feed=0 asks the teacher nothing.*never be trained.*max_feed=400"):

@@ -265,6 +265,9 @@ class PreferenceAlgorithmMixin(_Base):
         """
         SB3's ``learn`` plus B-Pref's ``unsuper_flag`` (see the class docstring; None keeps the constructor's).
         """
+        if not isinstance(total_timesteps, (int, float, np.integer, np.floating)) or not total_timesteps >= 0:
+            # SB3 would run no step and say nothing; the plan would be made for a negative budget.
+            raise ValueError(f"total_timesteps must be a number of env steps >= 0, got {total_timesteps!r}")
         if unsuper_flag is not None:
             if unsuper_flag not in (0, 1, 2):
                 raise ValueError(f"unsuper_flag must be 0 (no pretraining), 1 or 2, got {unsuper_flag!r}")
