@@ -331,6 +331,17 @@ def test_a_step_budget_that_is_not_one_is_refused_before_anything_runs(steps):
     assert model.num_timesteps == 0 and model.feedback_plan is None
 
 
+def test_a_continued_call_after_the_budget_is_spent_says_so(capsys):
+    env = pendulum()
+    model = PPO_REWARD(
+        "MlpPolicy", env, reward_model=small_model(env), teacher="oracle", max_feed=20, n_steps=64, verbose=1
+    )  # fmt: skip
+    model.learn(1024)
+    assert model.pref_learner.total_feed == 20
+    model.learn(256, reset_num_timesteps=False)
+    assert "Continuing the feedback plan (auto): no label left to ask (the budget is spent)" in capsys.readouterr().out
+
+
 def test_a_budget_of_no_labels_is_refused_with_what_it_would_mean():
     env = pendulum()
     with pytest.raises(ValueError, match=r"max_feed=0 asks the teacher nothing.*never be trained.*max_feed=400"):

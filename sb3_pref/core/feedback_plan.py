@@ -148,6 +148,8 @@ class FeedbackPlan:
         pretrain = f"{self.unsuper_step} steps of pretraining, " if self.pretraining and not first_done else ""
         if self.seed_steps > start and not first_done:
             pretrain = f"{self.seed_steps} seed steps (learning_starts), " + pretrain
+        if not rounds and left <= 0:
+            return f"feedback plan ({self.schedule}): {pretrain}no label left to ask (the budget is spent)"
         if not rounds:
             return f"feedback plan ({self.schedule}): {pretrain}no query round within {self.total_timesteps} steps"
         first = "" if first_done else f"{rounds[0][1]} queries at step {rounds[0][0]}, then "
