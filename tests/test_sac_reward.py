@@ -107,8 +107,9 @@ def test_pretraining_trains_on_the_entropy_reward_then_resets_the_critic_as_pebb
     assert critic_steps == 20 + 5, critic_steps
 
 
-def test_without_the_critic_reset_and_the_uniform_first_round_pretraining_ends_as_asked():
+def test_without_the_critic_reset_and_the_uniform_first_round_pretraining_ends_as_asked(monkeypatch):
     """PEBBLE's two details as options: reset_critic=False keeps the critic, first_round_uniform=False uses feed_type."""
+    from sb3_pref.core import pair_draws
     from sb3_pref.core.query import resolve_query_method
 
     env = make_vec_env("Pendulum-v1", n_envs=1, seed=0)
@@ -117,8 +118,8 @@ def test_without_the_critic_reset_and_the_uniform_first_round_pretraining_ends_a
     )
     model.learn(120, unsuper_flag=1)
     methods: list = []
-    select = model.pref_learner._select
-    model.pref_learner._select = lambda method, n: (methods.append(method), select(method, n))[1]
+    draw = pair_draws.draw_queries
+    monkeypatch.setattr(pair_draws, "draw_queries", lambda *args: (methods.append(args[4]), draw(*args))[1])
     critic_before = [p.detach().clone() for p in model.policy.critic.parameters()]
     actor_steps = model.policy.actor.optimizer.state_dict()["state"][0]["step"].item()
     critic_steps = model.policy.critic.optimizer.state_dict()["state"][0]["step"].item()
