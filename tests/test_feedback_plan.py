@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import SubprocVecEnv
 
 from sb3_pref import PPO_REWARD, SAC_REWARD, RewardModel
 from sb3_pref.core.feedback_plan import FeedbackPlan, plan_feedback
@@ -298,8 +299,9 @@ class EndsAfter50(gym.Env):
 
 def test_rollouts_longer_than_the_plan_counted_on_are_told_once():
     # Without a time limit, an episode's length is unknown when learn() plans: the plan counts in single steps, and
-    # the first 50-step rollout of the preference phase says that its rounds will come later than planned.
-    env = make_vec_env(EndsAfter50, n_envs=1, seed=0)
+    # the first 50-step rollout of the preference phase says that its rounds will come later than planned. In a
+    # SubprocVecEnv: looking for a TimeLimit that is not there must not kill the env's worker process.
+    env = make_vec_env(EndsAfter50, n_envs=1, seed=0, vec_env_cls=SubprocVecEnv)
     model = SAC_REWARD(
         "MlpPolicy", env, reward_model=small_model(env), teacher="oracle", max_feed=20, learning_starts=50,
         train_freq=(1, "episode"), gradient_steps=1, policy_kwargs=dict(SMALL_NET), seed=0, batch_size=32,
@@ -308,7 +310,8 @@ def test_rollouts_longer_than_the_plan_counted_on_are_told_once():
     with pytest.warns(UserWarning, match=told_what) as told:
         model.learn(600)
     assert sum("longer than the" in str(w.message) for w in told) == 1
-    assert model.feedback_plan.rollout_steps == 1
+    assert model.feedback_plan.rollout_steps == 1 and model.pref_learner.total_feed == 20
+    env.close()
 
 
 def test_the_plan_survives_a_file_made_before_it(tmp_path):

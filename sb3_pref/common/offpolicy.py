@@ -362,13 +362,12 @@ def episode_limit(env: VecEnv) -> Optional[int]:
     :return: the episode step limit every env shares (its spec's ``max_episode_steps``, else a ``TimeLimit``'s), or
         None when an env has none or they differ
     """
-    try:
-        specs = env.get_attr("spec")
-        limits = {getattr(spec, "max_episode_steps", None) for spec in specs}
-        if None in limits:
-            limits = set(env.get_attr("_max_episode_steps"))
-    except AttributeError:  # no TimeLimit anywhere in the wrappers
-        return None
+    limits = {getattr(spec, "max_episode_steps", None) for spec in env.get_attr("spec")}
+    if None in limits:
+        # has_attr first: a SubprocVecEnv's worker dies of an AttributeError raised by get_attr
+        if not env.has_attr("_max_episode_steps"):  # no TimeLimit anywhere in the wrappers
+            return None
+        limits = set(env.get_attr("_max_episode_steps"))
     if len(limits) != 1:
         return None
     (limit,) = limits
