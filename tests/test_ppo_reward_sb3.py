@@ -52,9 +52,11 @@ class RawObsProbe(BaseCallback):
         return True
 
 
-def test_vecnormalize_without_reward_normalization_is_not_warned_about():
-    env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0), norm_reward=False)
-    model = small_model(env, unsuper_flag=0)
+@pytest.mark.parametrize("norm_reward, unsuper_flag", [(False, 0), (True, 2)])
+def test_vecnormalize_is_not_warned_about_where_it_does_what_it_says(norm_reward, unsuper_flag):
+    # without reward normalisation; or with it where the policy trains on the env's reward after pretraining
+    env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=2, seed=0), norm_reward=norm_reward)
+    model = small_model(env, unsuper_flag=unsuper_flag)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*norm_reward")
         model.learn(128)
