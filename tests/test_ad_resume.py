@@ -20,6 +20,12 @@ ROOM = dict(size=5, episode_length=6, terminate_on_goal=True)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+#: the model settings of an AD preset that the grid and the example script both pass on unchanged
+PRESET_ARCHITECTURE = (
+    "seq_len", "embed_dim", "n_layers", "n_heads", "ff_dim", "attention_dropout", "residual_dropout", "recency_bias"
+)  # fmt: skip
+
+
 def unequal_parts() -> list[Histories]:
     """Q-learning histories that end on the goal: unfinished episodes are dropped, so their lengths differ."""
     parts = [record_learner(goal, "qlearning", 150, seed=i, env_kwargs=ROOM) for i, goal in enumerate([(0, 0), (4, 4)])]
@@ -245,18 +251,7 @@ def test_noisy_room_presets_are_grid_presets_matching_the_library_presets():
         assert s["anneal_fraction"] == preset["learner_kwargs"]["anneal_fraction"]
         assert s["anneal_after_reward"] is preset["learner_kwargs"].get("anneal_after_reward", False)
         renamed = dict(lr="learning_rate", min_lr="min_learning_rate", total_timesteps="n_updates")
-        for key in (
-            "seq_len",
-            "embed_dim",
-            "n_layers",
-            "n_heads",
-            "ff_dim",
-            "attention_dropout",
-            "residual_dropout",
-            "recency_bias",
-            "batch_size",
-            *renamed,
-        ):
+        for key in (*PRESET_ARCHITECTURE, "batch_size", *renamed):
             assert s[key] == model[renamed.get(key, key)], (name, key)
     (default,) = load_config(dict(algorithms=["ad"], tasks=["darkroom"], seeds=1)).runs()
     assert default.hyperparameters["preset"] == "seed" and default.hyperparameters["learner"] == "a2c"
@@ -305,20 +300,7 @@ def test_train_ad_script_presets_match_the_library_presets(monkeypatch):
         assert args.steps == args.max_history_steps == preset["episodes"] * room["episode_length"] == args.seq_len
         assert args.anneal_fraction == learner["anneal_fraction"]
         assert args.anneal_after_reward == learner.get("anneal_after_reward", False)
-        for key in (
-            "seq_len",
-            "embed_dim",
-            "n_layers",
-            "n_heads",
-            "ff_dim",
-            "attention_dropout",
-            "residual_dropout",
-            "recency_bias",
-            "learning_rate",
-            "min_learning_rate",
-            "n_updates",
-            "batch_size",
-        ):
+        for key in (*PRESET_ARCHITECTURE, "learning_rate", "min_learning_rate", "n_updates", "batch_size"):
             assert getattr(args, key) == model[key], (name, key)
 
 
