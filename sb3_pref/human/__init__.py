@@ -7,10 +7,11 @@ most queries while a person answers a sample; ``LabelStore`` is the durable reco
 """
 
 from sb3_pref.human.callbacks import HumanFeedbackCallback
+from sb3_pref.human.choices import CHOICE_LABELS
 from sb3_pref.human.mixed import MixedTeacher
 from sb3_pref.human.rendering import RenderStateWrapper, SegmentRenderer, StateCodec, write_video
 from sb3_pref.human.server import FeedbackServer
-from sb3_pref.human.store import CHOICE_LABELS, LabelStore
+from sb3_pref.human.store import LabelStore
 from sb3_pref.human.teacher import HumanTeacher
 
 __all__ = [

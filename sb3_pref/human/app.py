@@ -29,9 +29,10 @@ try:
 except ModuleNotFoundError as error:  # pragma: no cover (the human extra installs Flask)
     raise ImportError(f"the labelling page needs Flask ({error}): {install_hint('human')}") from error
 
+from sb3_pref.human.choices import CHOICE_LABELS
 from sb3_pref.human.page import render_page, render_token_page
 from sb3_pref.human.params import BadParameter, id_arg, json_object, name_arg, parse_labeller, parse_query_id, viewer_arg
-from sb3_pref.human.store import CHOICE_LABELS, LabelStore, UnknownQueryError
+from sb3_pref.human.store import LabelStore, UnknownQueryError
 
 TOKEN_HEADER = "X-Feedback-Token"
 # Query ids and media names are plain: anything else is refused before touching the disk or the database.

@@ -5,10 +5,13 @@ The durable record of human feedback: one SQLite file per run holding every quer
 Why SQLite: a committed transaction in WAL mode with ``synchronous=FULL`` survives a crash or a
 ``kill -9`` of the process (and a power cut), and the answers table is keyed by query id, so a
 re-delivered answer (double click, retried request) can never be stored twice.
+
+The analyses over the whole record (agreement, answers per person) are a base of :class:`LabelStore`
+in :mod:`sb3_pref.human.agreement`; what can be answered, and the label of each answer, is in
+:mod:`sb3_pref.human.choices` (``CHOICE_LABELS`` stays importable from here).
 """
 
 import json
-import math
 import os
 import sqlite3
 import threading
@@ -21,11 +24,10 @@ import numpy as np
 
 from sb3_pref.core.preferences import PreferenceDataset
 from sb3_pref.core.segments import SegmentBatch
+from sb3_pref.human.agreement import AgreementMixin
+from sb3_pref.human.choices import CHOICE_LABELS
 from sb3_pref.human.packing import pack_pair, unpack_pairs
 from sb3_pref.human.schema import create_or_migrate
-
-#: What a person can answer, and the label each answer becomes (1.0 = the right clip, ``seg_1``, preferred).
-CHOICE_LABELS: dict[str, float] = {"left": 0.0, "right": 1.0, "equal": 0.5, "skip": math.nan}
 
 
 class UnknownQueryError(KeyError):
@@ -48,17 +50,7 @@ def _id_chunks(ids: Sequence[int]) -> Iterator[tuple[list[int], str]]:
         yield chunk, ",".join("?" * len(chunk))
 
 
-def label_to_choice(label: float) -> str:
-    """:return: the answer a label stands for (``NaN`` is ``"skip"``)"""
-    if math.isnan(label):
-        return "skip"
-    for choice, value in CHOICE_LABELS.items():
-        if value == label:
-            return choice
-    raise ValueError(f"label {label} is not one of 0.0 (left), 1.0 (right), 0.5 (equal) or NaN (skip)")
-
-
-class LabelStore:
+class LabelStore(AgreementMixin):
     """
     Queries and answers of one run, in one SQLite file. Safe to share between threads (one
     connection behind a lock); several processes may read it, one should write queries.
@@ -344,65 +336,6 @@ class LabelStore:
         if missing:
             raise UnknownQueryError(missing)
         return unpack_pairs([blobs[query_id] for query_id in ids])
-
-    def agreement(self) -> dict[str, float]:
-        """
-        How often the person's answer matches the reference (scripted) answer of the same pair, over
-        pairs where neither skipped.
-
-        :return: ``{"n": pairs compared, "agree": matching answers, "rate": agree / n (NaN if n == 0)}``
-        """
-        with self._lock:
-            n, agree = self._db.execute(
-                "SELECT COUNT(*), COALESCE(SUM(a.choice = q.reference), 0) FROM answers a JOIN queries q ON q.id = a.query_id "
-                "WHERE q.reference IS NOT NULL AND q.reference != 'skip' AND a.choice != 'skip'"
-            ).fetchone()
-        return {"n": float(n), "agree": float(agree), "rate": agree / n if n else math.nan}
-
-    def people_agreement(self) -> dict[str, float]:
-        """
-        How often a second person's answer to a pair matches the first person's (the standing label),
-        over pairs where neither skipped: the agreement between people labelling one run.
-
-        :return: ``{"n", "agree", "rate" (NaN if n == 0), "people": distinct names that answered}``
-        """
-        with self._lock:
-            n, agree = self._db.execute(
-                "SELECT COUNT(*), COALESCE(SUM(o.choice = a.choice), 0) FROM opinions o JOIN answers a "
-                "ON a.query_id = o.query_id WHERE o.choice != 'skip' AND a.choice != 'skip'"
-            ).fetchone()
-            (people,) = self._db.execute(
-                "SELECT COUNT(*) FROM (SELECT labeller FROM answers WHERE labeller IS NOT NULL "
-                "UNION SELECT labeller FROM opinions)"
-            ).fetchone()
-        return {"n": float(n), "agree": float(agree), "rate": agree / n if n else math.nan, "people": float(people)}
-
-    def check_pairs(self, labeller: str, limit: int = 1, query_id: Optional[int] = None) -> list[dict[str, Any]]:
-        """
-        Pairs another named person answered that ``labeller`` has not judged: shown to ``labeller`` for a
-        second opinion (agreement between people) when no pending pair is free. Newest answers first.
-
-        :param query_id: only this query (to check that it still needs ``labeller``'s opinion)
-        :return: rows ``id, round, created, video_0, video_1, labeller`` (the first answer's name)
-        """
-        extra, params = (
-            ("AND q.id = ?", [labeller, labeller, int(query_id)]) if query_id is not None else ("", [labeller, labeller])
-        )
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT q.id, q.round, q.created, q.video_0, q.video_1, a.labeller FROM queries q JOIN answers a "
-                "ON a.query_id = q.id WHERE a.labeller IS NOT NULL AND a.labeller != ? AND a.choice != 'skip' AND NOT EXISTS "
-                f"(SELECT 1 FROM opinions o WHERE o.query_id = q.id AND o.labeller = ?) {extra} "
-                "ORDER BY a.answered DESC LIMIT ?",
-                [*params, int(limit)],
-            ).fetchall()
-        return [dict(zip(("id", "round", "created", "video_0", "video_1", "labeller"), row)) for row in rows]
-
-    def labellers(self) -> dict[str, int]:
-        """:return: ``{name: standing answers given}`` (unnamed answers under ``""``)"""
-        with self._lock:
-            rows = self._db.execute("SELECT COALESCE(labeller, ''), COUNT(*) FROM answers GROUP BY 1").fetchall()
-        return {name: int(count) for name, count in rows}
 
     def to_dataset(self, capacity: Optional[int] = None) -> PreferenceDataset:
         """

@@ -28,11 +28,12 @@ import numpy as np
 
 from sb3_pref.core.segments import SegmentBatch
 from sb3_pref.core.teachers import BaseTeacher
+from sb3_pref.human.choices import CHOICE_LABELS, label_to_choice
 from sb3_pref.human.progress import PageProgress, serve_command
 from sb3_pref.human.rendering import RENDER_STATE_KEY, SegmentRenderer
 from sb3_pref.human.rounds import HumanRoundsMixin, _env_factory, _Round
 from sb3_pref.human.server import FeedbackServer
-from sb3_pref.human.store import CHOICE_LABELS, LabelStore, label_to_choice
+from sb3_pref.human.store import LabelStore
 
 MODES = ("blocking", "async")
 
