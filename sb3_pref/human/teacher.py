@@ -10,17 +10,14 @@ returns at once, and every answer reaches the learner through :meth:`HumanTeache
 the start of a later round. Which answers were handed over is part of the teacher's state, saved
 in every checkpoint: a run resumed from a checkpoint receives exactly the answers its dataset lacks.
 
-The render thread and the blocking wait are in :mod:`sb3_pref.human.rounds` (a base of the teacher).
+The render thread and the blocking wait are in :mod:`sb3_pref.human.rounds`, what the page is told about
+training (progress, result, status) in :mod:`sb3_pref.human.status`: both are bases of the teacher.
 """
 
-import math
 import os
 import queue
-import shutil
 import threading
 import time
-import uuid
-from collections.abc import Sequence
 from typing import Any, Callable, ClassVar, Optional, Union
 
 import gymnasium as gym
@@ -29,16 +26,17 @@ import numpy as np
 from sb3_pref.core.segments import SegmentBatch
 from sb3_pref.core.teachers import BaseTeacher
 from sb3_pref.human.choices import CHOICE_LABELS, label_to_choice
-from sb3_pref.human.progress import PageProgress, serve_command
+from sb3_pref.human.progress import PageProgress
 from sb3_pref.human.rendering import RENDER_STATE_KEY, SegmentRenderer
 from sb3_pref.human.rounds import HumanRoundsMixin, _env_factory, _Round
 from sb3_pref.human.server import FeedbackServer
+from sb3_pref.human.status import HumanStatusMixin
 from sb3_pref.human.store import LabelStore
 
 MODES = ("blocking", "async")
 
 
-class HumanTeacher(HumanRoundsMixin, BaseTeacher):
+class HumanTeacher(HumanStatusMixin, HumanRoundsMixin, BaseTeacher):
     """
     A person labels the queries on a local web page showing the two segments of each pair as looping
     clips. Usable wherever a scripted teacher is: ``PPO_REWARD(..., teacher=HumanTeacher(...))``.
@@ -278,92 +276,6 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
             error, self._render_error = self._render_error, None
             raise RuntimeError(f"preparing clips failed: {error!r}") from error
 
-    # ------------------------------------------------------------ page status
-    def report_progress(self, **values: Any) -> None:
-        """
-        Training progress shown on the page (``timesteps``, ``total_timesteps``, ``labels``, ``budget``,
-        ``queries_asked``, ``next_round``, ``steps_per_second``, ``done``...); ``done=True`` also keeps the
-        progress in the run folder, for ``python -m sb3_pref.human serve``.
-        """
-        self.progress.report(**values)
-
-    def add_curve_points(
-        self,
-        step: int,
-        values: dict[str, float],
-        labels: dict[str, str],
-        notes: Optional[dict[str, str]] = None,
-        refits: Sequence[str] = (),
-    ) -> None:
-        """
-        Add a point at ``step`` to each of the page's training curves named in ``values`` (see
-        :meth:`PageProgress.add_points <sb3_pref.human.progress.PageProgress.add_points>`: later points are
-        dropped, so a resumed run continues its curves from its checkpoint).
-        """
-        self.progress.add_points(step, values, labels, notes, refits)
-
-    def show_result(self, text: str, video: Optional[Union[str, os.PathLike]] = None) -> None:
-        """
-        Show the trained agent on the page (and in a later ``python -m sb3_pref.human serve``): a line
-        of text and optionally a clip of the final policy (copied into the run's clips folder).
-
-        :param text: e.g. the final policy's return
-        :param video: a video or GIF file (e.g. written by :class:`SegmentRenderer`)
-        """
-        final: dict[str, Any] = {"text": str(text)}
-        if video is not None:
-            source = os.fspath(video)
-            extension = os.path.splitext(source)[1].lower()
-            if extension not in (".mp4", ".webm", ".gif"):
-                raise ValueError(f"video must be an .mp4, .webm or .gif file, got {source!r}")
-            name = f"final_{uuid.uuid4().hex[:12]}{extension}"
-            shutil.copyfile(source, os.path.join(self.media_dir, name))
-            final["clip"] = name
-        self.store.set_meta("final", final)
-
-    def status(self) -> dict[str, Any]:
-        """:return: what the page shows about training (called from the server's threads)"""
-        with self._cond:
-            job, deadline, rendering = self._waiting, self._deadline, self._rendering
-            query_ids = list(job.query_ids) if job is not None else []
-        progress = self.progress.values
-        asked, budget = progress.get("queries_asked"), progress.get("budget")
-        status: dict[str, Any] = {
-            "training": "finished" if progress.get("done") else "running",
-            "mode": self.mode,
-            "round": self._round,
-            "rendering": max(0, rendering),
-            "waiting": job is not None,
-            "progress": progress,
-            "budget_reached": bool(budget) and asked is not None and asked >= budget,
-            "learning": self.progress.learning and job is None,
-            "curves": self.progress.curves,
-            "final": self.store.get_meta("final"),
-            "notice": self._restart_notice(),
-            "agreement": self.store.agreement(),
-            "resume": self.resume_hint(),
-        }
-        if job is not None:
-            status["round_left"] = len(job) - len(self.store.answers(query_ids))
-            status["seconds_left"] = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if math.isnan(status["agreement"]["rate"]):
-            status["agreement"] = None
-        return status
-
-    def resume_hint(self) -> dict[str, str]:
-        """:return: what the page tells the person to run if training stops: ``command`` (resume) and ``serve``"""
-        command = self.resume_command
-        if callable(command):
-            try:
-                command = command()
-            except Exception:  # the page's status must not fail with the user's function: it falls back to a sentence
-                command = ""
-        return {"command": str(command or ""), "serve": serve_command(self.run_dir)}
-
-    def agreement(self) -> dict[str, float]:
-        """:return: agreement of the person with the reference labels given to :meth:`ask` (see ``LabelStore.agreement``)"""
-        return self.store.agreement()
-
     # ------------------------------------------------------------ persistence and clean-up
     def state_dict(self) -> dict[str, Any]:
         """:return: counters, round count and the ids of the answers already handed to the learner"""
@@ -385,20 +297,6 @@ class HumanTeacher(HumanRoundsMixin, BaseTeacher):
             self._restart = (self._round + 1, self.store.queries_after_round(self._round))
             self._carried_reported = self._carried_waited = False
             self._round = last
-
-    def _restart_notice(self) -> str:
-        """What the page says after a restart from a checkpoint, while the pairs asked before the crash are unanswered."""
-        if self._restart is None:
-            return ""
-        first_round, ids = self._restart
-        left = len(ids) - len(self.store.answers(ids))
-        if left <= 0:
-            return ""  # every pair of the interrupted rounds answered: the notice no longer applies
-        pairs = "1 pair" if left == 1 else f"{left} pairs"
-        return (
-            f"Training restarted from a checkpoint taken before query round {first_round}. Your answers are kept; "
-            f"the {pairs} asked before the restart and not answered yet come first, and no pair is asked twice."
-        )
 
     def export_dataset(self, path: Union[str, os.PathLike]) -> int:
         """Write every answered pair of this run to a ``.npz`` preference dataset. :return: pairs written"""
