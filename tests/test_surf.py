@@ -58,10 +58,40 @@ def test_the_loss_is_the_members_own_confident_answers_cross_entropy():
     assert 0 < mask.mean() < 1  # some pairs confident, some not: the mask matters here
     assert loss.item() == pytest.approx(0.5 * float((expected * mask).mean(-1).sum()), rel=1e-5)
     assert surf.stats["surf_confident"] == pytest.approx(float(mask.mean()))
+    assert "surf_pseudo_agreement" not in surf.stats  # no true returns given: nothing measured
     # Nothing confident enough: no loss and no gradient
     never = SURFLoss(tau=1.0, crop=0, seed=1)
     never.set_pool(pool_0.numpy(), pool_1.numpy(), model.device)
     assert never(trainer, batch, batch, th.zeros(3, 8)).item() == 0.0
+
+
+def test_the_diagnostic_counts_confident_pseudo_labels_that_rank_as_the_true_returns_do():
+    model, pool_0, pool_1 = linear_model_and_pairs()
+    trainer = RewardTrainer(model)
+    true = np.random.default_rng(5).normal(size=(2, 64))
+    true[1, :8] = true[0, :8]  # eight ties, left out
+    surf = SURFLoss(tau=0.6, mu=2, crop=0, seed=1)
+    surf.set_pool(pool_0.numpy(), pool_1.numpy(), model.device, true_returns=(true[0], true[1]))
+    batch = th.zeros(3, 8, 10, 4)
+    before = [p.detach().clone() for p in model.ensemble.parameters()]
+    loss = surf(trainer, batch, batch, th.zeros(3, 8))
+    index = np.random.default_rng(1).integers(64, size=(3, 16))
+    with th.no_grad():
+        probabilities = F.softmax(trainer.member_logits(pool_0[th.as_tensor(index)], pool_1[th.as_tensor(index)]), -1)
+    confident, pseudo = (probabilities.max(-1).values >= 0.6).numpy(), probabilities.argmax(-1).numpy()
+    better, tie = true[1, index] > true[0, index], true[1, index] == true[0, index]
+    judged = confident & ~tie
+    assert judged.sum() >= 10 and (confident & tie).any()  # ties among the confident ones are left out
+    expected = float((pseudo[judged] == better[judged]).mean())
+    assert surf.stats["surf_pseudo_agreement"] == pytest.approx(expected)
+    # The same pool with the true returns swapped: every judged pseudo-label changes side
+    swapped = SURFLoss(tau=0.6, mu=2, crop=0, seed=1)
+    swapped.set_pool(pool_0.numpy(), pool_1.numpy(), model.device, true_returns=(true[1], true[0]))
+    swapped_loss = swapped(trainer, batch, batch, th.zeros(3, 8))
+    assert swapped.stats["surf_pseudo_agreement"] == pytest.approx(1 - expected)
+    # A diagnostic only: the loss is the same with or without the true returns, and nothing was trained
+    assert swapped_loss.item() == pytest.approx(loss.item())
+    assert all(th.equal(p, q) for p, q in zip(before, model.ensemble.parameters()))
 
 
 def learned_agreement(surf: bool, seed: int) -> float:
@@ -91,6 +121,8 @@ def test_ppo_reward_with_surf_logs_the_confident_share_and_resumes_its_generator
     learner = model.pref_learner
     assert learner.surf is not None and learner.trainer.loss_terms == [learner.surf]
     assert 0 <= learner.surf.stats["surf_confident"] <= 1 and learner.surf.pool[0].shape == (1000, 10, 4)
+    # the pool's true returns reached the diagnostic (Pendulum's returns never tie)
+    assert learner.surf.true_better.shape == (1000,) and 0 <= learner.surf.stats["surf_pseudo_agreement"] <= 1
     model.save(tmp_path / "surf")
     loaded = PPO_REWARD.load(tmp_path / "surf", env=env)
     assert loaded.surf is True

@@ -218,7 +218,8 @@ PREFERENCE_OPTIONS: tuple[PreferenceOption, ...] = (
            doc="SURF's semi-supervised reward learning (Park et al. 2022; :mod:`~sb3_pref.core.surf`): each round also "
                "draws unlabelled pairs (100 per query, at most 4096) and every member learns from those it is at least "
                "99% sure about, on temporal crops; about 5x the reward model's training cost. Logged as "
-               "``reward/surf_confident``"),
+               "``reward/surf_confident``, and how many of those pseudo-labels the true returns agree with as "
+               "``reward/surf_pseudo_agreement``"),
     Option("qpa_episodes", int, 0, check=_int(0, 10), model_only=True, learner_arg="qpa_episodes",
            bpref_flag="qpa_episodes",
            doc="QPA's policy-aligned queries (Hu et al. 2024): each round draws its pairs from the last "

@@ -395,7 +395,9 @@ class PreferenceLearner:
         assert self.surf is not None
         n_pool = min(SURF_POOL_RATIO * max(n_queries, self.round_size()), SURF_POOL_MAX)
         seg_0, seg_1 = pair_draws.draw_pairs(self.store, n_pool, self.size_segment, self.surf.rng, self.qpa_episodes or None)
-        self.surf.set_pool(seg_0.features, seg_1.features, self.reward_model.device)
+        # the true returns only feed the diagnostic reward/surf_pseudo_agreement, as they feed true_pref_accuracy
+        true_returns = (seg_0.rewards.sum(1), seg_1.rewards.sum(1))
+        self.surf.set_pool(seg_0.features, seg_1.features, self.reward_model.device, true_returns=true_returns)
 
     def _fit_normalisation(self, n_transitions: int = 10_000) -> None:
         # After this, predict_rewards on the same features has mean 0 / std 1 (gain 1/std, bias -mean/std).

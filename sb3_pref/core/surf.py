@@ -58,22 +58,37 @@ class SURFLoss:
         self.rng = np.random.default_rng(seed)
         self.pool: Optional[tuple[th.Tensor, th.Tensor]] = None
         #: share of the unlabelled pairs confident enough for a pseudo-label, over the minibatches since the pool was
-        #: set (logged as ``reward/surf_confident``)
+        #: set (logged as ``reward/surf_confident``); with the pool's true returns, also the share of those
+        #: pseudo-labels that rank the pair as its true returns do (``reward/surf_pseudo_agreement``, ties left out)
         self.stats: dict[str, float] = {}
-        self._confident = self._seen = 0.0
+        self.true_better: Optional[th.Tensor] = None
+        self._confident = self._seen = self._right = self._judged = 0.0
 
-    def set_pool(self, features_0: np.ndarray, features_1: np.ndarray, device: th.device) -> None:
+    def set_pool(
+        self,
+        features_0: np.ndarray,
+        features_1: np.ndarray,
+        device: th.device,
+        true_returns: Optional[tuple[np.ndarray, np.ndarray]] = None,
+    ) -> None:
         """
         :param features_0: ``(N, H, D)`` first segments of the round's unlabelled pairs
         :param features_1: ``(N, H, D)`` their second segments
         :param device: the reward model's device
+        :param true_returns: ``(N,)`` the env's returns of the first and of the second segments, for the diagnostic
+            ``surf_pseudo_agreement`` only (the loss never sees them); None: not measured
         """
         if features_0.shape != features_1.shape or features_0.ndim != 3 or len(features_0) == 0:
             raise ValueError(
                 f"the pool needs two (N, H, D) arrays of the same shape, got {features_0.shape} and {features_1.shape}"
             )
         self.pool = (th.as_tensor(features_0, device=device), th.as_tensor(features_1, device=device))
-        self._confident = self._seen = 0.0
+        self.true_better = None
+        if true_returns is not None:
+            true_0, true_1 = (np.asarray(returns, dtype=np.float64).reshape(len(features_0)) for returns in true_returns)
+            # 1: the second segment is better, 0: the first, -1: a tie (left out of the diagnostic)
+            self.true_better = th.as_tensor(np.where(true_0 == true_1, -1, (true_1 > true_0).astype(np.int64)), device=device)
+        self._confident = self._seen = self._right = self._judged = 0.0
 
     def __call__(self, trainer: "RewardTrainer", seg_0: th.Tensor, seg_1: th.Tensor, labels: th.Tensor) -> th.Tensor:
         """:return: ``lam`` times the members' summed mean pseudo-label loss on ``mu * B`` unlabelled pairs each"""
@@ -90,11 +105,20 @@ class SURFLoss:
         self._confident += float(mask.sum())
         self._seen += mask.numel()
         self.stats = {"surf_confident": self._confident / self._seen}
+        if self.true_better is not None:
+            self._count_right(pseudo, mask, self.true_better[index])
         if self.crop:
             unlabelled_0, unlabelled_1 = self.temporal_crop(unlabelled_0, unlabelled_1)
         logits = trainer.member_logits(unlabelled_0, unlabelled_1)
         losses = F.cross_entropy(logits.reshape(-1, 2), pseudo.reshape(-1), reduction="none").reshape(mask.shape)
         return self.lam * (losses * mask).mean(dim=-1).sum()
+
+    def _count_right(self, pseudo: th.Tensor, mask: th.Tensor, true_better: th.Tensor) -> None:
+        """Add a minibatch's confident pseudo-labels to the diagnostic: how many rank their pair as the env does."""
+        judged = (mask > 0) & (true_better >= 0)
+        self._judged += float(judged.sum())
+        self._right += float((judged & (pseudo == true_better)).sum())
+        self.stats["surf_pseudo_agreement"] = self._right / self._judged if self._judged else float("nan")
 
     def temporal_crop(self, seg_0: th.Tensor, seg_1: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
         """
