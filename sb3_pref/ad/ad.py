@@ -12,7 +12,6 @@ previous done]``), so ``evaluate_adaptation`` plays AD and RL2 on the same held-
 import contextlib
 import os
 import time
-from collections.abc import Sequence
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -23,29 +22,22 @@ from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.utils import configure_logger, get_device, set_random_seed
 from stable_baselines3.common.vec_env import VecEnv
 
-from sb3_pref.ad.context import State, empty_context, extend_context
+# resolve_precision stays importable from here, where it was defined before sb3_pref.ad.arguments
+from sb3_pref.ad.arguments import (
+    HistoriesLike,
+    as_histories,
+    check_histories,
+    check_schedule,
+    fit_histories,
+    resolve_precision,
+    reward_values_of,
+)
+from sb3_pref.ad.context import State, predict_in_context
 from sb3_pref.ad.histories import Histories
 from sb3_pref.ad.model import ADConfig, ADTransformer
 from sb3_pref.ad.persistence import MODEL_FORMAT_VERSION, load_ad, save_ad  # noqa: F401 (re-exported)
-from sb3_pref.ad.windows import WindowSampler, reward_index
+from sb3_pref.ad.windows import WindowSampler
 from sb3_pref.core.checks import check_bool
-
-
-def resolve_precision(device: th.device, dtype: str = "auto") -> bool:
-    """
-    Whether to train in bfloat16 autocast. ``"auto"`` uses it only on a CUDA device that reports
-    bf16 support (``torch.cuda.is_bf16_supported()``, Ampere and later): on CPUs without AMX or
-    AVX512-BF16, bf16 matmuls are emulated and slower than float32, and PyTorch has no portable
-    query for those instructions, so CPU training stays float32 unless ``dtype="bfloat16"``.
-
-    :param device: the training device
-    :param dtype: ``"auto"``, ``"float32"`` or ``"bfloat16"``
-    """
-    if dtype not in ("auto", "float32", "bfloat16"):
-        raise ValueError(f"dtype must be 'auto', 'float32' or 'bfloat16', got {dtype!r}")
-    if dtype == "auto":
-        return device.type == "cuda" and th.cuda.is_bf16_supported()
-    return dtype == "bfloat16"
 
 
 class AD:
@@ -93,7 +85,7 @@ class AD:
 
     def __init__(
         self,
-        histories: Union[Histories, str, os.PathLike, Sequence[Union[Histories, str]], None],
+        histories: Optional[HistoriesLike],
         env: Optional[VecEnv] = None,
         seq_len: int = 256,
         embed_dim: int = 64,
@@ -123,19 +115,7 @@ class AD:
         _config: Optional[ADConfig] = None,
         _reward_values: Optional[list[float]] = None,
     ) -> None:
-        for name, value in (("seq_len", seq_len), ("n_updates", n_updates), ("batch_size", batch_size)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        if not 0 < min_learning_rate <= learning_rate:
-            raise ValueError(f"need 0 < min_learning_rate <= learning_rate, got {min_learning_rate!r}, {learning_rate!r}")
-        if isinstance(burn_in, bool) or not isinstance(burn_in, (int, np.integer)) or not 0 <= burn_in < seq_len:
-            raise ValueError(f"burn_in must be an int in [0, seq_len={seq_len}), got {burn_in!r}")
-        if (
-            not isinstance(first_window_fraction, (int, float, np.floating))
-            or isinstance(first_window_fraction, bool)
-            or not 0.0 <= first_window_fraction <= 1.0
-        ):
-            raise ValueError(f"first_window_fraction must be a share in [0, 1], got {first_window_fraction!r}")
+        check_schedule(seq_len, n_updates, batch_size, learning_rate, min_learning_rate, burn_in, first_window_fraction)
         self.device = get_device(device)
         self.use_bf16 = resolve_precision(self.device, dtype)
         self.dtype = dtype
@@ -162,24 +142,8 @@ class AD:
             set_random_seed(seed, using_cuda=self.device.type == "cuda")
 
         if _config is None:
-            if histories is None:
-                raise ValueError("histories must be given (a Histories, a path or a list of them): AD learns from them")
-            data = _as_histories(histories)
-            if max_history_steps is not None:
-                data = data.truncated(int(max_history_steps))
-            if seq_len < data.max_episode_length:
-                raise ValueError(
-                    f"seq_len={seq_len} transitions is shorter than one episode of the histories "
-                    f"({data.max_episode_length} steps): the context must span several episodes (the seed uses 256)"
-                )
-            if seq_len > data.min_length and not pad_short_histories:
-                raise ValueError(
-                    f"seq_len={seq_len} exceeds the history length of the shortest history ({data.min_length} "
-                    "transitions): record longer histories, lower seq_len or pass pad_short_histories=True"
-                )
-            values = np.unique(data.rewards[data.valid()])
-            categorical = len(values) <= 16 if reward_categories == "auto" else bool(reward_categories)
-            self.reward_values = [float(v) for v in values] if categorical else []
+            data = fit_histories(histories, seq_len, max_history_steps, pad_short_histories)
+            self.reward_values = reward_values_of(data, reward_categories)
             _config = ADConfig(
                 obs_dim=data.obs_dim,
                 n_actions=data.n_actions,
@@ -264,17 +228,8 @@ class AD:
 
     def set_histories(self, histories: Union[Histories, str, os.PathLike]) -> None:
         """Give a loaded model histories to train on; they must match its spaces."""
-        data = _as_histories(histories)
-        if (data.obs_dim, data.n_actions) != (self.config.obs_dim, self.config.n_actions):
-            raise ValueError(
-                f"histories of mismatched spaces: model has obs_dim {self.config.obs_dim}, n_actions {self.config.n_actions}; "
-                f"histories have {data.obs_dim}, {data.n_actions}"
-            )
-        if data.min_length < self.config.seq_len and not self.hyperparameters["pad_short_histories"]:
-            raise ValueError(
-                f"the shortest history has {data.min_length} transitions, fewer than the model's seq_len="
-                f"{self.config.seq_len}: record longer histories"
-            )
+        data = as_histories(histories)
+        check_histories(data, self.config, self.hyperparameters["pad_short_histories"])
         self.histories, self._windows = data, None
 
     def _learning_rate(self, update: int) -> float:
@@ -365,10 +320,7 @@ class AD:
         hook.on_training_end()
         return self
 
-    # --- in-context play ----------------------------------------------------------------------
-    def _empty_state(self, n: int) -> State:
-        return empty_context(n, self.config.seq_len, self.config.obs_dim)
-
+    # --- in-context play (sb3_pref.ad.context) ---------------------------------------------
     def predict(
         self,
         observation: np.ndarray,
@@ -387,32 +339,7 @@ class AD:
         :param deterministic: take the most likely action instead of sampling
         :return: actions ``(n_envs,)`` and the new context
         """
-        obs = np.asarray(observation, dtype=np.float32)
-        obs = obs.reshape(1, -1) if obs.ndim == 1 else obs
-        if obs.shape[1] != self.trial_obs_dim:
-            raise ValueError(
-                f"observation must be a trial observation of width {self.trial_obs_dim} (obs, one-hot previous action, "
-                f"previous reward, previous done), got width {obs.shape[1]}: play AD in a TrialWrapper env"
-            )
-        n = len(obs)
-        starts = np.zeros(n, bool) if episode_start is None else np.asarray(episode_start, bool).reshape(n)
-        context = state if state is not None else self._empty_state(n)
-        new_state, window = extend_context(obs, context, starts, self.config.obs_dim, self.config.n_actions)
-        window = (*window[:2], reward_index(window[2], self.reward_values), *window[3:])
-        # Drop the left-padding slots that no env uses: masked keys change nothing for the valid queries, and
-        # envs in step (every env of an evaluation batch) then need no padding mask at all, the costly part.
-        first = int(np.argmax(window[4].any(0)))
-        window = tuple(a[:, first:] for a in window)
-        self.policy.eval()
-        with th.no_grad(), self._autocast():
-            tensors = [th.as_tensor(a, device=self.device) for a in window]
-            logits = self.policy(*tensors)[:, -1].float()
-        if deterministic:
-            actions = logits.argmax(-1).cpu().numpy()
-        else:
-            probs = th.softmax(logits, -1).cpu().numpy().astype(np.float64)
-            actions = (probs.cumsum(1) > self._predict_rng.random((n, 1)) * probs.sum(1, keepdims=True)).argmax(1)
-        return actions.astype(np.int64), new_state
+        return predict_in_context(self, observation, state, episode_start, deterministic)
 
     # --- persistence (sb3_pref.ad.persistence) ---------------------------------------------
     def save(self, path: Union[str, os.PathLike]) -> None:
@@ -434,12 +361,3 @@ class AD:
         :param kwargs: ``histories`` to continue training on, ``verbose``, ``tensorboard_log``
         """
         return load_ad(cls, path, env, device, **kwargs)
-
-
-def _as_histories(histories: Union[Histories, str, os.PathLike, Sequence[Union[Histories, str]]]) -> Histories:
-    if isinstance(histories, Histories):
-        return histories
-    if isinstance(histories, (str, os.PathLike)):
-        return Histories.load(histories)
-    parts = [h if isinstance(h, Histories) else Histories.load(h) for h in histories]
-    return Histories.concatenate(parts)

@@ -1,14 +1,25 @@
 """
-The in-context state of :meth:`AD.predict <sb3_pref.ad.ad.AD.predict>`: the transitions played so
-far in the current trial, kept as fixed-size, left-padded arrays (one row per env), so the state
-is a plain tuple of numpy arrays like an RL2 model's hidden state.
+In-context play, :meth:`AD.predict <sb3_pref.ad.ad.AD.predict>`: the state it carries and the step it takes.
+
+The state is the transitions played so far in the current trial, kept as fixed-size, left-padded arrays
+(one row per env), so it is a plain tuple of numpy arrays like an RL2 model's hidden state.
 
 A trial observation ``[obs, one-hot previous action, previous reward, previous done]`` reports the
 outcome of the previous action; :func:`extend_context` joins it to the observation that action was
 taken in, appends that transition, and builds the window whose last token is the current observation.
+:func:`predict_in_context` then runs the frozen transformer on that window and picks the action.
+
+Apart from :mod:`sb3_pref.ad.ad`, whose class trains, saves and loads the model, because playing in context
+needs none of that: only the weights, the reward categories and the state above, which lives here too.
 """
 
+from typing import Any, Optional, Protocol
+
 import numpy as np
+import torch as th
+
+from sb3_pref.ad.model import ADConfig
+from sb3_pref.ad.windows import reward_index
 
 #: (past observations, actions, rewards, time steps, valid slots, last observation, its time step, has-last)
 State = tuple[np.ndarray, ...]
@@ -72,3 +83,66 @@ def extend_context(
     )
     new_state = (c_obs, c_act, c_rew, c_ts, c_valid, current.copy(), timestep, np.ones(n, bool))
     return new_state, window
+
+
+class PlayingAD(Protocol):
+    """What in-context play reads of an :class:`~sb3_pref.ad.ad.AD` model (the class is above this module: naming
+    it here would close an import circle)."""
+
+    config: ADConfig
+    reward_values: list[float]
+    device: th.device
+    _predict_rng: np.random.Generator
+
+    @property
+    def policy(self) -> th.nn.Module: ...
+
+    @property
+    def trial_obs_dim(self) -> int: ...
+
+    def _autocast(self) -> Any: ...
+
+
+def predict_in_context(
+    model: PlayingAD,
+    observation: np.ndarray,
+    state: Optional[State] = None,
+    episode_start: Optional[np.ndarray] = None,
+    deterministic: bool = False,
+) -> tuple[np.ndarray, State]:
+    """
+    One action per env from the context so far (the body of :meth:`AD.predict <sb3_pref.ad.ad.AD.predict>`).
+
+    :param model: the model that plays, its weights frozen
+    :param observation: ``(n_envs, obs_dim + n_actions + 2)`` trial observations
+    :param state: the context returned by the previous call (None: empty)
+    :param episode_start: ``(n_envs,)`` True where a new trial starts
+    :param deterministic: take the most likely action instead of sampling from ``model._predict_rng``
+    :return: actions ``(n_envs,)`` and the new context
+    """
+    obs = np.asarray(observation, dtype=np.float32)
+    obs = obs.reshape(1, -1) if obs.ndim == 1 else obs
+    if obs.shape[1] != model.trial_obs_dim:
+        raise ValueError(
+            f"observation must be a trial observation of width {model.trial_obs_dim} (obs, one-hot previous action, "
+            f"previous reward, previous done), got width {obs.shape[1]}: play AD in a TrialWrapper env"
+        )
+    n = len(obs)
+    starts = np.zeros(n, bool) if episode_start is None else np.asarray(episode_start, bool).reshape(n)
+    context = state if state is not None else empty_context(n, model.config.seq_len, model.config.obs_dim)
+    new_state, window = extend_context(obs, context, starts, model.config.obs_dim, model.config.n_actions)
+    window = (*window[:2], reward_index(window[2], model.reward_values), *window[3:])
+    # Drop the left-padding slots that no env uses: masked keys change nothing for the valid queries, and
+    # envs in step (every env of an evaluation batch) then need no padding mask at all, the costly part.
+    first = int(np.argmax(window[4].any(0)))
+    window = tuple(a[:, first:] for a in window)
+    model.policy.eval()
+    with th.no_grad(), model._autocast():
+        tensors = [th.as_tensor(a, device=model.device) for a in window]
+        logits = model.policy(*tensors)[:, -1].float()
+    if deterministic:
+        actions = logits.argmax(-1).cpu().numpy()
+    else:
+        probs = th.softmax(logits, -1).cpu().numpy().astype(np.float64)
+        actions = (probs.cumsum(1) > model._predict_rng.random((n, 1)) * probs.sum(1, keepdims=True)).argmax(1)
+    return actions.astype(np.int64), new_state
