@@ -1,7 +1,8 @@
 """
 What every preference-learning algorithm shares, on-policy or off-policy: :class:`PreferenceAlgorithmMixin` takes,
 checks and stores the declared options, sets up the reward model, teacher and learner (on creation and on load),
-computes the reward features, and runs ``learn``, the recorder and ``save``/``load``. What happens in a rollout belongs
+computes the reward features, and runs ``learn`` and the recorder; ``save``/``load`` are its base's,
+:class:`~sb3_pref.common.algorithm_io.PreferenceSaveMixin` (the file format). What happens in a rollout belongs
 to the :class:`~sb3_pref.common.controller.PreferenceController` it holds (``preference``); where the rewards go, to the
 :class:`~sb3_pref.common.controller.RewardWriter` its family makes (:meth:`PreferenceAlgorithmMixin._make_reward_writer`):
 :class:`~sb3_pref.common.onpolicy.PreferenceRewardMixin` for a rollout buffer,
@@ -9,7 +10,7 @@ to the :class:`~sb3_pref.common.controller.PreferenceController` it holds (``pre
 """
 
 import inspect
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 from gymnasium import spaces
@@ -17,6 +18,7 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList, Conve
 from stable_baselines3.common.type_aliases import MaybeCallback
 from stable_baselines3.common.utils import LinearSchedule
 
+from sb3_pref.common.algorithm_io import PreferenceSaveMixin
 from sb3_pref.common.controller import PreferenceController, RewardWriter
 from sb3_pref.common.options import (
     ON_POLICY,
@@ -34,7 +36,6 @@ from sb3_pref.common.validation import (
     check_reward_model_arguments,
     check_reward_model_fits,
     check_same_reward_model,
-    check_saved_model_file,
     check_segment_fits,
     check_teacher_class,
 )
@@ -45,34 +46,21 @@ from sb3_pref.core.preprocessing import FeatureEncoder
 from sb3_pref.core.reward_model import RewardModel
 from sb3_pref.core.teachers import make_teacher
 
-if TYPE_CHECKING:
-    # For type checkers only: the mixin runs inside an SB3 algorithm. At run time the base is object.
-    from stable_baselines3.common.base_class import BaseAlgorithm
-
-    class _Base(BaseAlgorithm):
-        """SB3's base algorithm, whose ``learn`` and ``_setup_model`` the algorithm this mixin runs in implements."""
-
-        def learn(self, *args: Any, **kwargs: Any) -> Any: ...
-
-        def _setup_model(self) -> None: ...
-
-else:
-    _Base = object
-
 
 def _old_name(owner: str, name: str) -> Any:
     """A read-only property that reads ``self.<owner>.<name>``: a value under its old attribute name."""
     return property(lambda self: getattr(getattr(self, owner), name), doc=f"``{owner}.{name}``, read-only")
 
 
-class PreferenceAlgorithmMixin(_Base):
+class PreferenceAlgorithmMixin(PreferenceSaveMixin):
     """
     The part of a preference-learning algorithm that does not depend on its buffer: the base of
     :class:`~sb3_pref.common.onpolicy.PreferenceRewardMixin` and
     :class:`~sb3_pref.common.offpolicy.OffPolicyPreferenceMixin`, whose docstrings list the options. It holds
     one :class:`~sb3_pref.common.controller.PreferenceController` (``preference``) and the reward writer of its
     family (:meth:`_make_reward_writer`), and is the :class:`~sb3_pref.common.rollout.RolloutHost` the recorder
-    reports to.
+    reports to. ``save``, ``load`` and ``pref_state`` come from its base,
+    :class:`~sb3_pref.common.algorithm_io.PreferenceSaveMixin`.
 
     Its constructor takes the preference options of :mod:`sb3_pref.common.options` by keyword (the algorithm's
     own arguments pass through ``args`` and ``kwargs``), checks them all before anything is changed, and stores
@@ -368,51 +356,3 @@ class PreferenceAlgorithmMixin(_Base):
     _num_interactions = _old_name("preference", "num_interactions")
     _unsuper_steps_done = _old_name("preference", "unsuper_steps_done")
     _policy_before_pretraining = _old_name("preference", "policy_before_pretraining")
-
-    # ------------------------------------------------------------------ save / load
-    @classmethod
-    def load(cls, path: Any, env: Any = None, device: Any = "auto", **kwargs: Any) -> Any:  # type: ignore[override]
-        """
-        SB3's ``load``, plus: a ``teacher=`` given here keeps its settings (and, for an object, its
-        random generator) instead of the saved teacher's, while the run's counters and bookkeeping
-        continue in it; a damaged file raises one clear ``ValueError`` that names it.
-
-        :param path: the saved model (``.zip``), a path or an open file
-        :param env: the env to continue on (same spaces as at save time)
-        :param device: torch device
-        :param kwargs: attributes to set on the loaded model (``teacher``, ``reward_model``, ...) and
-            SB3's ``custom_objects``, ``print_system_info``, ``force_reset``
-        """
-        if kwargs.get("teacher") is not None:
-            kwargs["_teacher_given_at_load"] = "preset" if isinstance(kwargs["teacher"], str) else "object"
-        check_saved_model_file(path, cls)
-        return super().load(path, env=env, device=device, **kwargs)
-
-    def save(self, path: Any, exclude: Any = None, include: Any = None) -> None:
-        """
-        SB3's ``save``. The controller's and the writer's plain values (the phase, its counters, RLHF's reference
-        settings) go into SB3's data file under the names the algorithm attributes had before they moved there,
-        so that files keep one format; :meth:`_setup_model` hands them back on load.
-        """
-        values = self.preference.saved_values()
-        self.__dict__.update(values)
-        try:
-            super().save(path, exclude=exclude, include=include)
-        finally:
-            for name in values:
-                del self.__dict__[name]
-
-    def _excluded_save_params(self) -> list[str]:
-        pref = ["reward_model", "teacher", "preference", "_reward_writer", "_pref_encoder", "_teacher_given_at_load"]
-        return [*super()._excluded_save_params(), *pref]
-
-    def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
-        state_dicts, variables = super()._get_torch_save_params()
-        if self.reward_model is not None:
-            state_dicts = [*state_dicts, "reward_model.ensemble", "reward_model.optimizer", "pref_state"]
-        return state_dicts, variables
-
-    @property
-    def pref_state(self) -> PreferenceController:
-        """SB3 saves and loads this like a module: labels, segments, budget, teacher and pretraining buffer."""
-        return self.preference
