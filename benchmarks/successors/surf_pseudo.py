@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE.parent / "quality"))
 from protocol import TASKS, run_jobs  # noqa: E402
 from run import evaluate, make_env  # noqa: E402  (benchmarks/defaults/run.py, which protocol puts on the path)
 
-from benchmarks.machine import machine  # noqa: E402
+from benchmarks.machine import cpu_name  # noqa: E402
 
 #: the two tasks of SURF's bar, at the protocol's low budget
 SURF_TASKS = ("cartpole_balance", "cartpole_swingup")
@@ -61,7 +61,8 @@ def run_one(task: str, arm: str, seed: int) -> str:
         stats = query_round(*args, **kwargs)
         record = {"step": int(model.num_timesteps), "labels": int(learner.total_feed)}
         record.update({key: float(stats[key]) for key in ROUND_KEYS if key in stats})
-        rounds.append(record)
+        if "surf_confident" in record:  # a round that trained (none once the budget is spent)
+            rounds.append(record)
         return stats
 
     learner.query_round = recorded_round  # type: ignore[method-assign]
@@ -72,7 +73,7 @@ def run_one(task: str, arm: str, seed: int) -> str:
     assert model.pref_learner is learner and rounds, "the learner was rebuilt: its rounds were not recorded"
     result = dict(
         task=task, arm=arm, seed=seed, steps=spec["steps"], labels=int(learner.total_feed), start=start,
-        final=evaluate(model, eval_env, 20), rounds=rounds, cpu_seconds=cpu, machine=machine(),
+        final=evaluate(model, eval_env, 20), rounds=rounds, cpu_seconds=cpu, cpu_model=cpu_name(),
     )  # fmt: skip
     path = result_path(task, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
