@@ -206,7 +206,7 @@ def test_train_ad_example_shuffled_control_trains_on_permuted_episodes(tmp_path,
 
     # The script's main() in this process (the resume test above keeps real processes): no process boundary is
     # tested here, and each interpreter cost ~5 s of importing torch and SB3.
-    script = _train_ad_script()
+    script = _train_ad_script(monkeypatch)
     models = {}
     for name, extra in (("ordered", []), ("shuffled", ["--shuffled"])):
         out = tmp_path / name
@@ -266,10 +266,12 @@ def test_noisy_room_presets_are_grid_presets_matching_the_library_presets():
         )
 
 
-def _train_ad_script():
-    """examples/train_AD.py as a module (it is a script, not part of the package)."""
+def _train_ad_script(monkeypatch):
+    """examples/train_AD.py as a module (it is a script, not part of the package), its folder first on the path as
+    ``python examples/train_AD.py`` puts it: the script imports its presets and flags from examples/helpers/."""
     import importlib.util
 
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "examples"))
     spec = importlib.util.spec_from_file_location("train_AD", os.path.join(ROOT, "examples", "train_AD.py"))
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
@@ -280,7 +282,7 @@ def test_train_ad_script_presets_match_the_library_presets(monkeypatch):
     """``examples/train_AD.py --preset noisy_room[_20]`` runs exactly :mod:`sb3_pref.ad.presets`' settings."""
     from sb3_pref.ad.presets import NOISY_ROOM, NOISY_ROOM_20
 
-    script = _train_ad_script()
+    script = _train_ad_script(monkeypatch)
     for name, preset in (("noisy_room", NOISY_ROOM), ("noisy_room_20", NOISY_ROOM_20)):
         monkeypatch.setattr(sys, "argv", ["train_AD.py", "--env", "darkroom", "--preset", name, "--output-dir", "x"])
         args = script.parse_args()
@@ -306,7 +308,7 @@ def test_train_ad_script_presets_match_the_library_presets(monkeypatch):
 
 def test_train_ad_script_first_success_views_replace_the_stride_views(monkeypatch, capsys):
     """``--first-success-views`` with a preset's episode stride is refused before any work, naming the fix."""
-    script = _train_ad_script()
+    script = _train_ad_script(monkeypatch)
     base = [
         "train_AD.py",
         "--env",
@@ -329,7 +331,7 @@ def test_train_ad_script_first_success_views_replace_the_stride_views(monkeypatc
 
 def test_train_ad_script_dqn_room_preset_is_the_sixth_runs_command(monkeypatch):
     """``--preset dqn_room`` alone gives the options of benchmarks/ad/README.md's sixth run, and flags still override it."""
-    script = _train_ad_script()
+    script = _train_ad_script(monkeypatch)
     monkeypatch.setattr(sys, "argv", ["train_AD.py", "--env", "darkroom", "--preset", "dqn_room", "--output-dir", "x"])
     args = script.parse_args()  # a2c_room_150k's episode stride would be refused beside first-success views
     run = dict(
