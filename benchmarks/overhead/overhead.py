@@ -41,6 +41,7 @@ from sb3_pref.common import rollout_writer
 from sb3_pref.common.controller import PHASE_PRETRAIN
 from sb3_pref.common.onpolicy import PreferenceRewardMixin
 from sb3_pref.common.rollout import RolloutRecorder
+from sb3_pref.core import pair_draws
 from sb3_pref.core.entropy import StateEntropyReward
 from sb3_pref.core.reward_model import BPREF_N_LAYERS
 from sb3_pref.core.reward_trainer import RewardTrainer
@@ -137,7 +138,8 @@ def instrument_library() -> None:
     TIMER.patch(StateEntropyReward, "compute", "entropy")
     PreferenceLearner.query_round = record_round_stats(PreferenceLearner.query_round)
     TIMER.patch(PreferenceLearner, "query_round", "query_round")
-    TIMER.patch(PreferenceLearner, "_select", "select")
+    # the learner calls the module's function through the module, so patching the module attribute is enough
+    TIMER.patch(pair_draws, "draw_queries", "select")
     TIMER.patch(PreferenceLearner, "oracle_agreement", "agreement")
     TIMER.patch(PreferenceLearner, "predict_rewards", "predict")
     TIMER.patch(RewardTrainer, "fit", "reward_train")
