@@ -2,8 +2,8 @@
 Why SURF does not lift the few-label runs (``README.md``, ``surf`` and ``surf_swingup``): how many of its
 pseudo-labels are confident, and how many of those rank their pair as the true returns do.
 
-    python -m benchmarks.successors.surf_pseudo run [--seeds 100,101,102] [--workers 2]
-    python -m benchmarks.successors.surf_pseudo table
+    python -m benchmarks successors surf-pseudo [--seeds 100 101 102] [--workers 2]   # resumes where it stopped
+    python -m benchmarks successors surf-pseudo-table
 
 Each run is the ``surf_low`` arm of those studies (the protocol's low budget, 250 labels, ``surf=True`` at SURF's
 settings, the defaults otherwise, the protocol's PPO settings and seeds). After every query round it keeps
@@ -27,6 +27,7 @@ from protocol import TASKS, run_jobs  # noqa: E402
 from run import evaluate, make_env  # noqa: E402  (benchmarks/defaults/run.py, which protocol puts on the path)
 
 from benchmarks.machine import cpu_name  # noqa: E402
+from benchmarks.study import Option, probe, shared  # noqa: E402
 
 #: the two tasks of SURF's bar, at the protocol's low budget
 SURF_TASKS = ("cartpole_balance", "cartpole_swingup")
@@ -106,20 +107,29 @@ def table() -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("run", "table"))
-    parser.add_argument("--seeds", default="100,101,102", help="comma-separated seeds (the protocol's reported ones)")
-    parser.add_argument("--tasks", default=",".join(SURF_TASKS))
-    parser.add_argument("--workers", type=int, default=2)
-    args = parser.parse_args()
-    if args.command == "table":
-        print(table())
-        return
-    seeds = [int(s) for s in args.seeds.split(",")]
-    jobs = [(task, "surf_low", seed) for seed in seeds for task in args.tasks.split(",")]
+@probe(
+    "surf-pseudo",
+    "SURF's surf_low runs, recording per round the confident share and how often its pseudo-labels are right",
+    shared("seeds", default=[100, 101, 102], help="seeds, one run per task each (the protocol's reported ones)"),
+    Option("--tasks", "the tasks", nargs="+", choices=list(SURF_TASKS), default=list(SURF_TASKS)),
+    shared("workers"),
+    environ={"MUJOCO_GL": "osmesa"},
+)
+def run_surf_pseudo(args: argparse.Namespace) -> None:
+    """
+    Each task on each seed, ``--workers`` at a time; a run whose JSON exists is skipped.
+
+    :param args: the options
+    """
+    jobs = [(task, "surf_low", seed) for seed in args.seeds for task in args.tasks]
     run_jobs(run_one, [job for job in jobs if not result_path(job[0], job[2]).exists()], args.workers)
 
 
-if __name__ == "__main__":
-    main()
+@probe("surf-pseudo-table", "the surf-pseudo runs' table, from their committed JSON files")
+def print_table(args: argparse.Namespace) -> None:
+    """
+    Per run: its return, the confident share and the pseudo-labels' agreement over its rounds.
+
+    :param args: the options (none)
+    """
+    print(table())
