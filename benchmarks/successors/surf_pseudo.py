@@ -5,12 +5,13 @@ pseudo-labels are confident, and how many of those rank their pair as the true r
     python -m benchmarks successors surf-pseudo [--seeds 100 101 102] [--workers 2]   # resumes where it stopped
     python -m benchmarks successors surf-pseudo-table
 
-Each run is the ``surf_low`` arm of those studies (the protocol's low budget, 250 labels, ``surf=True`` at SURF's
-settings, the defaults otherwise, the protocol's PPO settings and seeds). After every query round it keeps
-``reward/surf_confident`` (the share of unlabelled pairs whose member is at least ``tau`` sure),
-``reward/surf_pseudo_agreement`` (the share of those confident pseudo-labels that a perfectly rational teacher would
-give: the pool's true returns are read for this diagnostic only) and the learned reward's agreement with the true one
-on fresh pairs. Nothing is chosen here: it measures the mechanism of runs already reported.
+Two arms on the protocol's low budget (250 labels), its PPO settings and its reported seeds, at one commit and on
+one machine: the defaults (``defaults_low``) and the same with ``surf=True`` at SURF's settings (``surf_low``, the
+arm of those studies). After every query round a run keeps the learned reward's agreement with the true one on fresh
+pairs, and SURF's ``reward/surf_confident`` (the share of unlabelled pairs a member is at least ``tau`` sure about)
+and ``reward/surf_pseudo_agreement`` (the share of those confident pseudo-labels that a perfectly rational teacher
+would give: the pool's true returns are read for this diagnostic only). Nothing is chosen here: it measures the
+mechanism of results already reported.
 """
 
 import argparse
@@ -35,12 +36,16 @@ SURF_TASKS = ("cartpole_balance", "cartpole_swingup")
 ROUND_KEYS = ("surf_confident", "surf_pseudo_agreement", "true_pref_accuracy")
 
 
-def result_path(task: str, seed: int) -> Path:
-    return RESULTS / task / f"seed{seed}.json"
+#: the two arms, run at one commit: the defaults at 250 labels, and the same with ``surf=True``
+ARMS = {"defaults_low": False, "surf_low": True}
+
+
+def result_path(task: str, arm: str, seed: int) -> Path:
+    return RESULTS / task / arm / f"seed{seed}.json"
 
 
 def run_one(task: str, arm: str, seed: int) -> str:
-    """Train the ``surf_low`` run of ``task`` and ``seed``, recording each query round; :return: the JSON's path"""
+    """Train ``arm`` (:data:`ARMS`) on ``task`` and ``seed``, recording each query round; :return: the JSON's path"""
     import torch as th
 
     from sb3_pref import PPO_REWARD, RewardModel
@@ -50,23 +55,24 @@ def run_one(task: str, arm: str, seed: int) -> str:
     env, eval_env = make_env(task, spec["n_envs"], seed), make_env(task, 1, seed + 1000)
     reward_model = RewardModel(env.observation_space, env.action_space)
     model = PPO_REWARD(
-        "MlpPolicy", env, reward_model=reward_model, teacher="oracle", max_feed=spec["budgets"][1], surf=True,
+        "MlpPolicy", env, reward_model=reward_model, teacher="oracle", max_feed=spec["budgets"][1], surf=ARMS[arm],
         seed=seed, verbose=0, **spec["ppo"],
     )  # fmt: skip
     learner = model.pref_learner
-    rounds: list[dict[str, Any]] = []
+    assert learner is not None
+    rounds: list[dict[str, float]] = []
     query_round = learner.query_round
 
     def recorded_round(*args: Any, **kwargs: Any) -> dict[str, float]:
         # the learner's own round, and what it measured, with the step and the labels so far
         stats = query_round(*args, **kwargs)
-        record = {"step": int(model.num_timesteps), "labels": int(learner.total_feed)}
+        record: dict[str, float] = {"step": model.num_timesteps, "labels": learner.total_feed}
         record.update({key: float(stats[key]) for key in ROUND_KEYS if key in stats})
-        if "surf_confident" in record:  # a round that trained (none once the budget is spent)
+        if "true_pref_accuracy" in record:  # a round that trained (none once the budget is spent)
             rounds.append(record)
         return stats
 
-    learner.query_round = recorded_round  # type: ignore[method-assign]
+    learner.query_round = recorded_round  # type: ignore[method-assign]  # this run's learner only
     start = evaluate(model, eval_env, 5)
     cpu = time.process_time()
     model.learn(spec["steps"])
@@ -76,21 +82,25 @@ def run_one(task: str, arm: str, seed: int) -> str:
         task=task, arm=arm, seed=seed, steps=spec["steps"], labels=int(learner.total_feed), start=start,
         final=evaluate(model, eval_env, 20), rounds=rounds, cpu_seconds=cpu, cpu_model=cpu_name(),
     )  # fmt: skip
-    path = result_path(task, seed)
+    path = result_path(task, arm, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))
     return str(path)
 
 
 def table() -> str:
-    """:return: per run, the confident share and the pseudo-labels' agreement over its rounds (Markdown)"""
+    """
+    :return: per task, seed and arm, the final return, SURF's confident share and its pseudo-labels' agreement over
+        the rounds, and the learned reward's agreement on fresh pairs; then each arm's means (Markdown)
+    """
     lines = [
-        "| task | seed | start -> final | rounds | confident share (first round / mean) | pseudo-labels right (first / mean) "
-        "| learned reward's agreement (first / last) | CPU s |",
+        "| task | seed | arm | start -> final | confident share (first round / mean) | pseudo-labels right "
+        "(first / mean) | learned reward's agreement (first / last round) | CPU s |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    means: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for task in SURF_TASKS:
-        for path in sorted((RESULTS / task).glob("seed*.json")):
+        for path in sorted((RESULTS / task).glob("*/seed*.json"), key=lambda p: (p.stem, p.parent.name)):
             run = json.loads(path.read_text())
             rounds = run["rounds"]
 
@@ -99,30 +109,38 @@ def table() -> str:
                 return f"{values[0]:.3f} / {sum(values) / len(values):.3f}" if values else "-"
 
             agreement = [r["true_pref_accuracy"] for r in rounds]
+            means.setdefault((task, run["arm"]), []).append((run["final"], agreement[-1]))
             lines.append(
-                f"| {task} | {run['seed']} | {run['start']:.1f} -> {run['final']:.1f} | {len(rounds)} "
+                f"| {task} | {run['seed']} | {run['arm']} | {run['start']:.1f} -> {run['final']:.1f} "
                 f"| {first_mean('surf_confident')} | {first_mean('surf_pseudo_agreement')} "
                 f"| {agreement[0]:.3f} / {agreement[-1]:.3f} | {run['cpu_seconds']:.0f} |"
             )
+    lines += ["", "| task | arm | runs | mean final return | mean agreement, last round |", "|---|---|---|---|---|"]
+    for (task, arm), values in sorted(means.items()):
+        finals, agreements = zip(*values)
+        lines.append(
+            f"| {task} | {arm} | {len(values)} | {sum(finals) / len(values):.1f} | {sum(agreements) / len(values):.3f} |"
+        )
     return "\n".join(lines)
 
 
 @probe(
     "surf-pseudo",
-    "SURF's surf_low runs, recording per round the confident share and how often its pseudo-labels are right",
-    shared("seeds", default=[100, 101, 102], help="seeds, one run per task each (the protocol's reported ones)"),
+    "SURF's surf_low runs and the defaults beside them, recording per round how often SURF's pseudo-labels are right",
+    shared("seeds", default=[100, 101, 102], help="seeds, one run per task and arm each (the protocol's reported ones)"),
     Option("--tasks", "the tasks", nargs="+", choices=list(SURF_TASKS), default=list(SURF_TASKS)),
+    Option("--arms", "the arms", nargs="+", choices=list(ARMS), default=list(ARMS)),
     shared("workers"),
     environ={"MUJOCO_GL": "osmesa"},
 )
 def run_surf_pseudo(args: argparse.Namespace) -> None:
     """
-    Each task on each seed, ``--workers`` at a time; a run whose JSON exists is skipped.
+    Each arm on each task and seed, ``--workers`` at a time; a run whose JSON exists is skipped.
 
     :param args: the options
     """
-    jobs = [(task, "surf_low", seed) for seed in args.seeds for task in args.tasks]
-    run_jobs(run_one, [job for job in jobs if not result_path(job[0], job[2]).exists()], args.workers)
+    jobs = [(task, arm, seed) for seed in args.seeds for arm in args.arms for task in args.tasks]
+    run_jobs(run_one, [job for job in jobs if not result_path(*job).exists()], args.workers)
 
 
 @probe("surf-pseudo-table", "the surf-pseudo runs' table, from their committed JSON files")
