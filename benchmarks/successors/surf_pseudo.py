@@ -44,8 +44,17 @@ def result_path(task: str, arm: str, seed: int) -> Path:
     return RESULTS / task / arm / f"seed{seed}.json"
 
 
-def run_one(task: str, arm: str, seed: int) -> str:
-    """Train ``arm`` (:data:`ARMS`) on ``task`` and ``seed``, recording each query round; :return: the JSON's path"""
+def train_recorded(task: str, budget: int, options: dict[str, Any], seed: int) -> tuple[Any, dict[str, Any]]:
+    """
+    Train PPO_REWARD at its defaults plus ``options`` on ``task`` (the protocol's PPO settings, an oracle teacher),
+    recording what each query round measured.
+
+    :param task: a task of the protocol
+    :param budget: 0 for the protocol's high label budget, 1 for its low one
+    :param options: PPO_REWARD options beyond the defaults
+    :param seed: the run's seed (evaluation env: ``seed + 1000``)
+    :return: the trained model, and the run's record (start, final return, rounds, CPU seconds, CPU)
+    """
     import torch as th
 
     from sb3_pref import PPO_REWARD, RewardModel
@@ -55,8 +64,8 @@ def run_one(task: str, arm: str, seed: int) -> str:
     env, eval_env = make_env(task, spec["n_envs"], seed), make_env(task, 1, seed + 1000)
     reward_model = RewardModel(env.observation_space, env.action_space)
     model = PPO_REWARD(
-        "MlpPolicy", env, reward_model=reward_model, teacher="oracle", max_feed=spec["budgets"][1], surf=ARMS[arm],
-        seed=seed, verbose=0, **spec["ppo"],
+        "MlpPolicy", env, reward_model=reward_model, teacher="oracle", max_feed=spec["budgets"][budget], seed=seed,
+        verbose=0, **spec["ppo"], **options,
     )  # fmt: skip
     learner = model.pref_learner
     assert learner is not None
@@ -78,14 +87,24 @@ def run_one(task: str, arm: str, seed: int) -> str:
     model.learn(spec["steps"])
     cpu = time.process_time() - cpu
     assert model.pref_learner is learner and rounds, "the learner was rebuilt: its rounds were not recorded"
-    result = dict(
-        task=task, arm=arm, seed=seed, steps=spec["steps"], labels=int(learner.total_feed), start=start,
+    record = dict(
+        task=task, seed=seed, steps=spec["steps"], labels=int(learner.total_feed), start=start,
         final=evaluate(model, eval_env, 20), rounds=rounds, cpu_seconds=cpu, cpu_model=cpu_name(),
     )  # fmt: skip
-    path = result_path(task, arm, seed)
+    return model, record
+
+
+def write_json(path: Path, result: dict[str, Any]) -> str:
+    """:return: ``path``, with ``result`` written there (its folder made)"""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1))
     return str(path)
+
+
+def run_one(task: str, arm: str, seed: int) -> str:
+    """Train ``arm`` (:data:`ARMS`) on ``task`` and ``seed``, recording each query round; :return: the JSON's path"""
+    _, record = train_recorded(task, 1, {"surf": ARMS[arm]}, seed)
+    return write_json(result_path(task, arm, seed), {"arm": arm, **record})
 
 
 def table() -> str:

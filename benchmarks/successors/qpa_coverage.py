@@ -1,0 +1,114 @@
+"""
+Why QPA's queries hurt swing-up (``README.md``, ``swingup_dev``): what the labelled segments hold, with QPA's queries
+(each round's pairs from the last 10 episodes) and with the defaults' (disagreement among every stored segment).
+
+    python -m benchmarks successors qpa-coverage [--seeds 0 1 2] [--workers 2]   # resumes where it stopped
+    python -m benchmarks successors qpa-coverage-table
+
+Two arms on cartpole_swingup at the protocol's high budget (400k steps, 1000 labels), its PPO settings: the defaults
+(``plain_high``) and ``qpa_episodes=10`` (``qpa_high``), on the development seeds of ``swingup_dev``, where QPA lost.
+After the run, the labelled pairs' true rewards (kept in the preference dataset) say which states the labels are
+about: the share of labelled steps with a true reward above 0.5 (the pole near upright and the cart near the
+centre), and how far apart the two segments of a pair are (the gap of their true returns, per step). The first
+round (drawn from the pretraining's states, the same rule in both arms) and the later rounds are counted apart.
+Nothing is chosen here: it measures the mechanism of a result already reported.
+"""
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.study import Option, probe, shared
+from benchmarks.successors.surf_pseudo import RESULTS as SURF_RESULTS
+from benchmarks.successors.surf_pseudo import train_recorded, write_json
+
+RESULTS = SURF_RESULTS.parent / "qpa_coverage"
+TASK = "cartpole_swingup"
+#: the arms: the defaults, and QPA's queries at its DMC setting
+ARMS: dict[str, dict[str, Any]] = {"plain_high": {}, "qpa_high": {"qpa_episodes": 10}}
+#: a labelled step counts as "up" above this true reward
+UP = 0.5
+
+
+def result_path(arm: str, seed: int) -> Path:
+    return RESULTS / TASK / arm / f"seed{seed}.json"
+
+
+def label_coverage(rewards_0: np.ndarray, rewards_1: np.ndarray) -> dict[str, float]:
+    """
+    :param rewards_0: ``(N, H)`` true rewards of the pairs' first segments
+    :param rewards_1: ``(N, H)`` ... and of their second ones
+    :return: the share of labelled steps above :data:`UP`, the share of pairs with such a step in either segment,
+        and the mean gap of the two segments' true returns per step
+    """
+    both = np.concatenate([rewards_0, rewards_1], axis=1)
+    gap = np.abs(rewards_0.sum(1) - rewards_1.sum(1)) / rewards_0.shape[1]
+    return {
+        "up_steps": float((both > UP).mean()),
+        "pairs_with_up": float((both > UP).any(axis=1).mean()),
+        "gap_per_step": float(gap.mean()),
+    }
+
+
+def run_one(task: str, arm: str, seed: int) -> str:
+    """Train ``arm`` on swing-up and ``seed``; record its labels' coverage, first round and later; :return: the JSON"""
+    model, record = train_recorded(task, 0, ARMS[arm], seed)
+    dataset = model.pref_learner.dataset
+    first = int(record["rounds"][0]["labels"])
+    rewards_0, rewards_1 = np.asarray(dataset.rewards_0), np.asarray(dataset.rewards_1)
+    record["coverage_first_round"] = label_coverage(rewards_0[:first], rewards_1[:first])
+    record["coverage_later_rounds"] = label_coverage(rewards_0[first:], rewards_1[first:])
+    return write_json(result_path(arm, seed), {"arm": arm, **record})
+
+
+def table() -> str:
+    """:return: per seed and arm, the final return, the reward's agreement and the later rounds' coverage (Markdown)"""
+    import json
+
+    lines = [
+        "| seed | arm | final return | agreement, last round | labelled steps up (first round / later) "
+        "| pairs with a step up (first / later) | true-return gap per step (first / later) | CPU s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for path in sorted((RESULTS / TASK).glob("*/seed*.json"), key=lambda p: (p.stem, p.parent.name)):
+        run = json.loads(path.read_text())
+        first, later = run["coverage_first_round"], run["coverage_later_rounds"]
+        lines.append(
+            f"| {run['seed']} | {run['arm']} | {run['final']:.1f} | {run['rounds'][-1]['true_pref_accuracy']:.3f} "
+            f"| {first['up_steps']:.3f} / {later['up_steps']:.3f} "
+            f"| {first['pairs_with_up']:.3f} / {later['pairs_with_up']:.3f} "
+            f"| {first['gap_per_step']:.3f} / {later['gap_per_step']:.3f} | {run['cpu_seconds']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+@probe(
+    "qpa-coverage",
+    "swing-up at 1000 labels with and without QPA's queries: which states the labelled pairs hold",
+    shared("seeds", default=[0, 1, 2], help="seeds, one run per arm each (swingup_dev's development seeds)"),
+    Option("--arms", "the arms", nargs="+", choices=list(ARMS), default=list(ARMS)),
+    shared("workers"),
+    environ={"MUJOCO_GL": "osmesa"},
+)
+def run_qpa_coverage(args: argparse.Namespace) -> None:
+    """
+    Each arm on each seed, ``--workers`` at a time; a run whose JSON exists is skipped.
+
+    :param args: the options
+    """
+    from protocol import run_jobs  # benchmarks/quality, put on the path by surf_pseudo
+
+    jobs = [(TASK, arm, seed) for seed in args.seeds for arm in args.arms]
+    run_jobs(run_one, [job for job in jobs if not result_path(job[1], job[2]).exists()], args.workers)
+
+
+@probe("qpa-coverage-table", "the qpa-coverage runs' table, from their committed JSON files")
+def print_table(args: argparse.Namespace) -> None:
+    """
+    Per seed and arm: the return, the reward's agreement and which states the labels hold.
+
+    :param args: the options (none)
+    """
+    print(table())
