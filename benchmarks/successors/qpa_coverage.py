@@ -10,7 +10,9 @@ Two arms on cartpole_swingup at the protocol's high budget (400k steps, 1000 lab
 After the run, the labelled pairs' true rewards (kept in the preference dataset) say which states the labels are
 about: the share of labelled steps with a true reward above 0.5 (the pole near upright and the cart near the
 centre), and how far apart the two segments of a pair are (the gap of their true returns, per step). The first
-round (drawn from the pretraining's states, the same rule in both arms) and the later rounds are counted apart.
+round (drawn from the pretraining's states) and the later rounds are counted apart. And the learned reward is read on
+the states the policy is in at the end (pairs from its last 10 episodes): its agreement with their true returns, its
+per-step correlation with the true reward.
 Nothing is chosen here: it measures the mechanism of a result already reported.
 """
 
@@ -52,6 +54,32 @@ def label_coverage(rewards_0: np.ndarray, rewards_1: np.ndarray) -> dict[str, fl
     }
 
 
+def policy_states(learner: Any, episodes: int = 10, n_pairs: int = 256, seed: int = 0) -> dict[str, float]:
+    """
+    How the learned reward reads the states the policy is in at the end of the run: pairs drawn from the last
+    ``episodes`` episodes (the running ones and the newest finished), on a generator of their own, so the run's own
+    streams are not touched (it ends first anyway).
+
+    :return: the reward's agreement with the true returns on those pairs (ties left out), the per-step Pearson
+        correlation of learned and true reward over their steps, and their mean true reward per step
+    """
+    from sb3_pref.core import pair_draws
+
+    rng = np.random.default_rng(seed)
+    seg_0, seg_1 = pair_draws.draw_pairs(learner.store, n_pairs, learner.size_segment, rng, recent_episodes=episodes)
+    true_0, true_1 = seg_0.rewards.sum(1), seg_1.rewards.sum(1)
+    labels = np.where(true_0 == true_1, np.nan, (true_1 > true_0).astype(np.float64))
+    model = learner.reward_model
+    features = np.concatenate([seg_0.features, seg_1.features])
+    learned, _ = model.predict(features)
+    true = np.concatenate([seg_0.rewards, seg_1.rewards])
+    return {
+        "agreement": model.preference_accuracy(seg_0.features, seg_1.features, labels),
+        "correlation": float(np.corrcoef(learned.reshape(-1), true.reshape(-1))[0, 1]),
+        "true_reward_per_step": float(true.mean()),
+    }
+
+
 def run_one(task: str, arm: str, seed: int) -> str:
     """Train ``arm`` on swing-up and ``seed``; record its labels' coverage, first round and later; :return: the JSON"""
     model, record = train_recorded(task, 0, ARMS[arm], seed)
@@ -60,6 +88,7 @@ def run_one(task: str, arm: str, seed: int) -> str:
     rewards_0, rewards_1 = np.asarray(dataset.rewards_0), np.asarray(dataset.rewards_1)
     record["coverage_first_round"] = label_coverage(rewards_0[:first], rewards_1[:first])
     record["coverage_later_rounds"] = label_coverage(rewards_0[first:], rewards_1[first:])
+    record["policy_states"] = policy_states(model.pref_learner)
     return write_json(result_path(arm, seed), {"arm": arm, **record})
 
 
@@ -69,17 +98,22 @@ def table() -> str:
 
     lines = [
         "| seed | arm | final return | agreement, last round | labelled steps up (first round / later) "
-        "| pairs with a step up (first / later) | true-return gap per step (first / later) | CPU s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| pairs with a step up (first / later) | true-return gap per step (first / later) "
+        "| the policy's last 10 episodes: agreement / correlation / true reward per step | CPU s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for path in sorted((RESULTS / TASK).glob("*/seed*.json"), key=lambda p: (p.stem, p.parent.name)):
         run = json.loads(path.read_text())
         first, later = run["coverage_first_round"], run["coverage_later_rounds"]
+        states = run.get("policy_states")
+        recent = "-"
+        if states:
+            recent = f"{states['agreement']:.3f} / {states['correlation']:.2f} / {states['true_reward_per_step']:.3f}"
         lines.append(
             f"| {run['seed']} | {run['arm']} | {run['final']:.1f} | {run['rounds'][-1]['true_pref_accuracy']:.3f} "
             f"| {first['up_steps']:.3f} / {later['up_steps']:.3f} "
             f"| {first['pairs_with_up']:.3f} / {later['pairs_with_up']:.3f} "
-            f"| {first['gap_per_step']:.3f} / {later['gap_per_step']:.3f} | {run['cpu_seconds']:.0f} |"
+            f"| {first['gap_per_step']:.3f} / {later['gap_per_step']:.3f} | {recent} | {run['cpu_seconds']:.0f} |"
         )
     return "\n".join(lines)
 
