@@ -14,15 +14,15 @@ from sb3_pref.core.teachers import N_STREAMS, REPLAY_STREAM
 from sb3_pref.experiments.flags import build_parser
 
 
-def two_env_store() -> SegmentStore:
-    """Env 0 ends an episode every 10 steps, env 1 every 25; 60 steps each; obs = (env, step)."""
+def two_env_store(rewards=None) -> SegmentStore:
+    """Env 0 ends an episode every 10 steps, env 1 every 25; 60 steps each; obs = (env, step); rewards 0 if not given."""
     store = SegmentStore(n_envs=2, obs_dim=2, act_dim=1, capacity=400)
     steps = np.arange(60)
     obs = np.stack([np.stack([np.full(60, env), steps], axis=-1) for env in (0, 1)], axis=1).astype(np.float32)
     dones = np.zeros((60, 2), dtype=bool)
     dones[9::10, 0] = True
     dones[24::25, 1] = True
-    store.add(obs, np.zeros((60, 2, 1)), np.zeros((60, 2)), dones)
+    store.add(obs, np.zeros((60, 2, 1)), np.zeros((60, 2)) if rewards is None else rewards, dones)
     return store
 
 
@@ -170,3 +170,23 @@ def test_a_saved_run_draws_on_where_the_hybrid_replay_left_off(tmp_path):
     # The next recent-half rows are the ones the uninterrupted run would draw, not the seed's first ones again.
     expected = model._reward_writer._generator().integers(1_000_000, size=8)
     np.testing.assert_array_equal(loaded._reward_writer._generator().integers(1_000_000, size=8), expected)
+
+
+def test_the_agreement_diagnostic_can_be_read_where_the_policy_is_now():
+    """``oracle_agreement(..., recent_episodes=N)`` scores pairs drawn from the newest N episodes only."""
+    from sb3_pref.core import pair_draws
+
+    store = two_env_store(np.random.default_rng(3).normal(size=(60, 2)))  # an untrained model ranks these at about chance
+    model = RewardModel(2, 1, size_segment=5, seed=0)
+
+    def by_hand(recent):
+        seg_0, seg_1 = pair_draws.draw_pairs(store, 200, 5, np.random.default_rng(1), recent)
+        true_0, true_1 = seg_0.rewards.sum(1), seg_1.rewards.sum(1)
+        assert recent is None or set(seg_0.env_index.tolist() + seg_1.env_index.tolist()) == {0}
+        labels = np.where(true_0 == true_1, np.nan, (true_1 > true_0).astype(np.float64))  # ties left out (a segment
+        # drawn twice: one episode of 6 starts)
+        return model.preference_accuracy(seg_0.features, seg_1.features, labels)
+
+    recent = pair_draws.oracle_agreement(store, model, 200, np.random.default_rng(1), recent_episodes=1)
+    everywhere = pair_draws.oracle_agreement(store, model, 200, np.random.default_rng(1))
+    assert recent == by_hand(1) and everywhere == by_hand(None) and recent != everywhere

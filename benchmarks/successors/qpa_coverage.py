@@ -65,16 +65,14 @@ def policy_states(learner: Any, episodes: int = 10, n_pairs: int = 256, seed: in
     """
     from sb3_pref.core import pair_draws
 
-    rng = np.random.default_rng(seed)
-    seg_0, seg_1 = pair_draws.draw_pairs(learner.store, n_pairs, learner.size_segment, rng, recent_episodes=episodes)
-    true_0, true_1 = seg_0.rewards.sum(1), seg_1.rewards.sum(1)
-    labels = np.where(true_0 == true_1, np.nan, (true_1 > true_0).astype(np.float64))
     model = learner.reward_model
-    features = np.concatenate([seg_0.features, seg_1.features])
-    learned, _ = model.predict(features)
+    agreement = pair_draws.oracle_agreement(learner.store, model, n_pairs, np.random.default_rng(seed), episodes)
+    # the same pairs again (the same generator state) for the per-step figures
+    seg_0, seg_1 = pair_draws.draw_pairs(learner.store, n_pairs, learner.size_segment, np.random.default_rng(seed), episodes)
+    learned, _ = model.predict(np.concatenate([seg_0.features, seg_1.features]))
     true = np.concatenate([seg_0.rewards, seg_1.rewards])
     return {
-        "agreement": model.preference_accuracy(seg_0.features, seg_1.features, labels),
+        "agreement": agreement,
         "correlation": float(np.corrcoef(learned.reshape(-1), true.reshape(-1))[0, 1]),
         "true_reward_per_step": float(true.mean()),
     }

@@ -72,18 +72,26 @@ def draw_queries(
     return seg_0.take(index), seg_1.take(index)
 
 
-def oracle_agreement(store: SegmentStore, reward_model: RewardModel, n_pairs: int, rng: np.random.Generator) -> float:
+def oracle_agreement(
+    store: SegmentStore,
+    reward_model: RewardModel,
+    n_pairs: int,
+    rng: np.random.Generator,
+    recent_episodes: Optional[int] = None,
+) -> float:
     """
     :param store: the stored transitions
     :param reward_model: the model measured
     :param n_pairs: fresh pairs to measure on
     :param rng: the diagnostic's own generator (drawing it leaves every other stream as it was)
+    :param recent_episodes: draw from the newest this many episodes only (where the policy is now); None: from every
+        stored episode
     :return: the share of fresh pairs the model ranks as a perfectly rational teacher would (ties left out); NaN when
         nothing is measured
     """
     if n_pairs <= 0 or len(store) == 0:
         return float("nan")
-    seg_0, seg_1 = draw_pairs(store, n_pairs, reward_model.size_segment, rng)
+    seg_0, seg_1 = draw_pairs(store, n_pairs, reward_model.size_segment, rng, recent_episodes)
     true_0, true_1 = seg_0.rewards.sum(1), seg_1.rewards.sum(1)
     labels = np.where(true_0 == true_1, np.nan, (true_1 > true_0).astype(np.float64))
     return reward_model.preference_accuracy(seg_0.features, seg_1.features, labels)
