@@ -32,6 +32,8 @@ TASK = "cartpole_swingup"
 ARMS: dict[str, dict[str, Any]] = {"plain_high": {}, "qpa_high": {"qpa_episodes": 10}}
 #: a labelled step counts as "up" above this true reward
 UP = 0.5
+#: the tenths of the true per-step reward's range [0, 1], by which the learned reward's shape is read
+BINS = np.linspace(0.0, 1.0, 11)
 
 
 def result_path(arm: str, seed: int) -> Path:
@@ -78,6 +80,47 @@ def policy_states(learner: Any, episodes: int = 10, n_pairs: int = 256, seed: in
     }
 
 
+def binned(learned: np.ndarray, true: np.ndarray) -> dict[str, list[float]]:
+    """:return: the mean learned reward of the steps in each tenth of the true reward (None where none), and the counts"""
+    which = np.clip(np.digitize(true, BINS[1:-1]), 0, len(BINS) - 2)
+    counts = np.bincount(which, minlength=len(BINS) - 1)
+    sums = np.bincount(which, weights=learned, minlength=len(BINS) - 1)
+    means = [float(total / count) if count else None for total, count in zip(sums, counts)]
+    return {"mean": means, "count": counts.tolist()}  # type: ignore[dict-item]
+
+
+def reward_shape(learner: Any, episodes: int = 10, n_pairs: int = 256, seed: int = 0) -> dict[str, Any]:
+    """
+    What the final reward pays, in the units the policy gets it (normalised by the learner's shift and scale, RUNE
+    off), by tenth of the true per-step reward: over every labelled step (which span the range, the pole down to up)
+    and over the steps of the policy's last ``episodes`` episodes (pairs drawn as :func:`policy_states` draws them).
+    The gap between the two says how much more the learned reward pays for balancing than for what the policy does.
+
+    :return: the binned means and counts of both, and the policy's states' mean learned reward
+    """
+    from sb3_pref.core import pair_draws
+
+    dataset = learner.dataset
+    features = np.concatenate([np.asarray(dataset.features_0), np.asarray(dataset.features_1)])
+    true = np.concatenate([np.asarray(dataset.rewards_0), np.asarray(dataset.rewards_1)]).reshape(-1)
+    width = features.shape[-1]
+
+    def as_the_policy_gets_it(rows: np.ndarray) -> np.ndarray:
+        # the ensemble's mean, normalised as predict_rewards_and_bonus does (the rows are observation + action)
+        mean, _ = learner.reward_model.predict(rows.reshape(-1, width))
+        return (mean - learner.reward_shift) / learner.reward_scale
+
+    learned = as_the_policy_gets_it(features)
+    seg_0, seg_1 = pair_draws.draw_pairs(learner.store, n_pairs, learner.size_segment, np.random.default_rng(seed), episodes)
+    policy_learned = as_the_policy_gets_it(np.concatenate([seg_0.features, seg_1.features]))
+    policy_true = np.concatenate([seg_0.rewards, seg_1.rewards]).reshape(-1)
+    return {
+        "labelled": binned(learned, true),
+        "policy": binned(policy_learned, policy_true),
+        "policy_mean": float(policy_learned.mean()),
+    }
+
+
 def run_one(task: str, arm: str, seed: int) -> str:
     """Train ``arm`` on swing-up and ``seed``; record its labels' coverage, first round and later; :return: the JSON"""
     model, record = train_recorded(task, 0, ARMS[arm], seed)
@@ -87,6 +130,7 @@ def run_one(task: str, arm: str, seed: int) -> str:
     record["coverage_first_round"] = label_coverage(rewards_0[:first], rewards_1[:first])
     record["coverage_later_rounds"] = label_coverage(rewards_0[first:], rewards_1[first:])
     record["policy_states"] = policy_states(model.pref_learner)
+    record["reward_shape"] = reward_shape(model.pref_learner)
     return write_json(result_path(arm, seed), {"arm": arm, **record})
 
 
@@ -112,6 +156,30 @@ def table() -> str:
             f"| {first['up_steps']:.3f} / {later['up_steps']:.3f} "
             f"| {first['pairs_with_up']:.3f} / {later['pairs_with_up']:.3f} "
             f"| {first['gap_per_step']:.3f} / {later['gap_per_step']:.3f} | {recent} | {run['cpu_seconds']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def shape_table() -> str:
+    """:return: per seed and arm, the final reward's mean on the labelled steps by tenth of the true reward (Markdown)"""
+    import json
+
+    tenths = " | ".join(f"[{low:.1f}, {high:.1f})" for low, high in zip(BINS[:-1], BINS[1:]))
+    lines = [
+        f"| seed | arm | final return | {tenths} | the policy's steps: mean | top tenth - policy |",
+        "|---|---|---|" + "---|" * (len(BINS) - 1) + "---|---|",
+    ]
+    for path in sorted((RESULTS / TASK).glob("*/seed*.json"), key=lambda p: (p.stem, p.parent.name)):
+        run = json.loads(path.read_text())
+        shape = run.get("reward_shape")
+        if not shape:
+            continue
+        means = shape["labelled"]["mean"]
+        cells = " | ".join("-" if m is None else f"{m:.2f}" for m in means)
+        top = means[-1] if means[-1] is not None else float("nan")
+        lines.append(
+            f"| {run['seed']} | {run['arm']} | {run['final']:.1f} | {cells} | {shape['policy_mean']:.2f} "
+            f"| {top - shape['policy_mean']:.2f} |"
         )
     return "\n".join(lines)
 
@@ -144,3 +212,5 @@ def print_table(args: argparse.Namespace) -> None:
     :param args: the options (none)
     """
     print(table())
+    print()
+    print(shape_table())
