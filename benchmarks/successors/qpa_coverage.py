@@ -27,6 +27,8 @@ from benchmarks.successors.surf_pseudo import RESULTS as SURF_RESULTS
 from benchmarks.successors.surf_pseudo import train_recorded, write_json
 
 RESULTS = SURF_RESULTS.parent / "qpa_coverage"
+#: the shape's picture, beside README.md
+HERE_PNG = Path(__file__).resolve().parent / "qpa_shape.png"
 TASK = "cartpole_swingup"
 #: the arms: the defaults, and QPA's queries at its DMC setting
 ARMS: dict[str, dict[str, Any]] = {"plain_high": {}, "qpa_high": {"qpa_episodes": 10}}
@@ -220,3 +222,43 @@ def print_table(args: argparse.Namespace) -> None:
     print(table())
     print()
     print(shape_table())
+
+
+@probe("qpa-shape-plot", "the qpa-coverage runs' final rewards by tenth of the true reward, a PNG beside README.md")
+def plot_shape(args: argparse.Namespace) -> None:
+    """
+    One panel per seed: each arm's final reward (as the policy gets it) against the true per-step reward's tenths.
+
+    :param args: the options (none)
+    """
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = [json.loads(path.read_text()) for path in sorted((RESULTS / TASK).glob("*/seed*.json"))]
+    runs = [run for run in runs if "reward_shape" in run]
+    seeds = sorted({run["seed"] for run in runs})
+    columns = min(len(seeds), 5)
+    rows = -(-len(seeds) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 3.0 * rows), sharey=True, squeeze=False)
+    centres = (BINS[:-1] + BINS[1:]) / 2
+    names = {"plain_high": "defaults", "qpa_high": "QPA's queries"}
+    for axis in axes.flat[len(seeds) :]:
+        axis.set_visible(False)
+    for axis, seed in zip(axes.flat, seeds):
+        for run in (run for run in runs if run["seed"] == seed):
+            means = np.array([np.nan if m is None else m for m in run["reward_shape"]["labelled"]["mean"]])
+            axis.plot(centres, means, marker="o", label=f"{names.get(run['arm'], run['arm'])}: {run['final']:.0f}")
+        axis.set_title(f"seed {seed}")
+        axis.set_xlabel("true reward per step")
+        axis.legend(title="final return", fontsize=8, title_fontsize=8)
+    for row in axes:
+        row[0].set_ylabel("learned reward, as the policy gets it")
+    figure.suptitle("cartpole_swingup, 1000 labels: the final reward on the labelled steps", fontsize=10)
+    figure.tight_layout()
+    out = HERE_PNG
+    figure.savefig(out, dpi=110)
+    print(f"written to {out}")
