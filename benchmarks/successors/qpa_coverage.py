@@ -12,7 +12,8 @@ about: the share of labelled steps with a true reward above 0.5 (the pole near u
 centre), and how far apart the two segments of a pair are (the gap of their true returns, per step). The first
 round (drawn from the pretraining's states) and the later rounds are counted apart. And the learned reward is read on
 the states the policy is in at the end (pairs from its last 10 episodes): its agreement with their true returns, its
-per-step correlation with the true reward.
+per-step correlation with the true reward. And the final reward's shape: its mean, as the policy gets it, by tenth
+of the true per-step reward, over every labelled step (``qpa-shape-plot`` draws it).
 Nothing is chosen here: it measures the mechanism of a result already reported.
 """
 
@@ -146,7 +147,7 @@ def table() -> str:
         "| the policy's last 10 episodes: agreement / correlation / true reward per step | CPU s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for path in sorted((RESULTS / TASK).glob("*/seed*.json"), key=lambda p: (p.stem, p.parent.name)):
+    for path in sorted((RESULTS / TASK).glob("*/seed*.json"), key=lambda p: (int(p.stem[4:]), p.parent.name)):
         run = json.loads(path.read_text())
         first, later = run["coverage_first_round"], run["coverage_later_rounds"]
         states = run.get("policy_states")
@@ -172,7 +173,7 @@ def shape_table() -> str:
         "| [0.2, 0.3)'s share of the lift |",
         "|---|---|---|" + "---|" * (len(BINS) - 1) + "---|---|---|",
     ]
-    for path in sorted((RESULTS / TASK).glob("*/seed*.json"), key=lambda p: (p.stem, p.parent.name)):
+    for path in sorted((RESULTS / TASK).glob("*/seed*.json"), key=lambda p: (int(p.stem[4:]), p.parent.name)):
         run = json.loads(path.read_text())
         shape = run.get("reward_shape")
         if not shape:
