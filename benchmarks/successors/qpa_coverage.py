@@ -137,9 +137,16 @@ def run_one(task: str, arm: str, seed: int) -> str:
     return write_json(result_path(arm, seed), {"arm": arm, **record})
 
 
+def finished_runs() -> list[dict[str, Any]]:
+    """:return: the committed runs' records, by seed (as a number), then arm"""
+    import json
+
+    paths = sorted((RESULTS / TASK).glob("*/seed*.json"), key=lambda p: (int(p.stem[4:]), p.parent.name))
+    return [json.loads(path.read_text()) for path in paths]
+
+
 def table() -> str:
     """:return: per seed and arm, the final return, the reward's agreement and the later rounds' coverage (Markdown)"""
-    import json
 
     lines = [
         "| seed | arm | final return | agreement, last round | labelled steps up (first round / later) "
@@ -147,8 +154,7 @@ def table() -> str:
         "| the policy's last 10 episodes: agreement / correlation / true reward per step | CPU s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for path in sorted((RESULTS / TASK).glob("*/seed*.json"), key=lambda p: (int(p.stem[4:]), p.parent.name)):
-        run = json.loads(path.read_text())
+    for run in finished_runs():
         first, later = run["coverage_first_round"], run["coverage_later_rounds"]
         states = run.get("policy_states")
         recent = "-"
@@ -165,7 +171,6 @@ def table() -> str:
 
 def shape_table() -> str:
     """:return: per seed and arm, the final reward's mean on the labelled steps by tenth of the true reward (Markdown)"""
-    import json
 
     tenths = " | ".join(f"[{low:.1f}, {high:.1f})" for low, high in zip(BINS[:-1], BINS[1:]))
     lines = [
@@ -173,8 +178,7 @@ def shape_table() -> str:
         "| [0.2, 0.3)'s share of the lift |",
         "|---|---|---|" + "---|" * (len(BINS) - 1) + "---|---|---|",
     ]
-    for path in sorted((RESULTS / TASK).glob("*/seed*.json"), key=lambda p: (int(p.stem[4:]), p.parent.name)):
-        run = json.loads(path.read_text())
+    for run in finished_runs():
         shape = run.get("reward_shape")
         if not shape:
             continue
@@ -232,15 +236,13 @@ def plot_shape(args: argparse.Namespace) -> None:
 
     :param args: the options (none)
     """
-    import json
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [json.loads(path.read_text()) for path in sorted((RESULTS / TASK).glob("*/seed*.json"))]
-    runs = [run for run in runs if "reward_shape" in run]
+    runs = [run for run in finished_runs() if "reward_shape" in run]
     seeds = sorted({run["seed"] for run in runs})
     columns = min(len(seeds), 5)
     rows = -(-len(seeds) // columns)
