@@ -18,8 +18,9 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "surf_pseudo"
@@ -44,7 +45,9 @@ def result_path(task: str, arm: str, seed: int) -> Path:
     return RESULTS / task / arm / f"seed{seed}.json"
 
 
-def train_recorded(task: str, budget: int, options: dict[str, Any], seed: int) -> tuple[Any, dict[str, Any]]:
+def train_recorded(
+    task: str, budget: int, options: dict[str, Any], seed: int, wrap: Optional[Callable[[Any], None]] = None
+) -> tuple[Any, dict[str, Any]]:
     """
     Train PPO_REWARD at its defaults plus ``options`` on ``task`` (the protocol's PPO settings, an oracle teacher),
     recording what each query round measured.
@@ -53,6 +56,7 @@ def train_recorded(task: str, budget: int, options: dict[str, Any], seed: int) -
     :param budget: 0 for the protocol's high label budget, 1 for its low one
     :param options: PPO_REWARD options beyond the defaults
     :param seed: the run's seed (evaluation env: ``seed + 1000``)
+    :param wrap: called with the run's learner before training (a probe's change to this run's learner only)
     :return: the trained model, and the run's record (start, final return, rounds, CPU seconds, CPU)
     """
     import torch as th
@@ -82,6 +86,8 @@ def train_recorded(task: str, budget: int, options: dict[str, Any], seed: int) -
         return stats
 
     learner.query_round = recorded_round  # type: ignore[method-assign]  # this run's learner only
+    if wrap is not None:
+        wrap(learner)
     start = evaluate(model, eval_env, 5)
     cpu = time.process_time()
     model.learn(spec["steps"])
