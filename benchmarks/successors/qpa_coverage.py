@@ -14,9 +14,9 @@ round (drawn from the pretraining's states) and the later rounds are counted apa
 the states the policy is in at the end (pairs from its last 10 episodes): its agreement with their true returns, its
 per-step correlation with the true reward. And the final reward's shape: its mean, as the policy gets it, by tenth
 of the true per-step reward, over every labelled step (``qpa-shape-plot`` draws it).
-A third arm tests the account causally (``plain_concave``, :func:`make_concave`): the defaults' run with its reward
-bent as concave as QPA's before the policy gets it, its labels and queries its own. If the bend alone costs what QPA
-costs, the shape is the cause; if not, it is not.
+Two more arms test the account causally (:func:`make_concave`): the defaults' run with its reward bent as concave as
+QPA's before the policy gets it (``plain_concave``), and QPA's run with the bend undone (``qpa_straightened``), each
+with its own labels and queries. If the shape is the cause, the first loses what QPA loses and the second wins it back.
 Nothing is chosen here: it measures the mechanism of a result already reported.
 """
 
@@ -34,12 +34,18 @@ RESULTS = SURF_RESULTS.parent / "qpa_coverage"
 #: the shape's picture, beside README.md
 HERE_PNG = Path(__file__).resolve().parent / "qpa_shape.png"
 TASK = "cartpole_swingup"
-#: the arms: the defaults, and QPA's queries at its DMC setting
-ARMS: dict[str, dict[str, Any]] = {"plain_high": {}, "qpa_high": {"qpa_episodes": 10}, "plain_concave": {}}
-#: the causal test's arm: the defaults' run, its reward made more concave before the policy gets it (as QPA's is
-#: measured to be), its labels, queries and reward model the defaults' own; the power set once, before any run: QPA's
-#: mean share of the lift (0.63) from the defaults' (0.54) would take 0.75, and 0.7 errs towards more concave
-CONCAVE_POWER = {"plain_concave": 0.7}
+#: the arms: the defaults, QPA's queries at its DMC setting, and each with its reward bent (:data:`CONCAVE_POWER`)
+ARMS: dict[str, dict[str, Any]] = {
+    "plain_high": {},
+    "qpa_high": {"qpa_episodes": 10},
+    "plain_concave": {},
+    "qpa_straightened": {"qpa_episodes": 10},
+}
+#: the causal test's arms: a run's reward bent before the policy gets it, its labels, queries and reward model the
+#: arm's own. The defaults' made more concave, as QPA's is measured to be (the power set once, before any run: QPA's
+#: mean share of the lift, 0.63, from the defaults', 0.54, would take 0.75, and 0.7 errs towards more concave); and
+#: QPA's with that bend undone (1 / 0.7)
+CONCAVE_POWER = {"plain_concave": 0.7, "qpa_straightened": 1 / 0.7}
 #: a labelled step counts as "up" above this true reward
 UP = 0.5
 #: the tenths of the true per-step reward's range [0, 1], by which the learned reward's shape is read
@@ -137,11 +143,12 @@ def make_concave(learner: Any, power: float, n_transitions: int = 10_000) -> Non
     Bend the reward the policy gets, on this learner only: after each round that trains the reward model, the 1st and
     99th percentile of its reward over the last ``n_transitions`` transitions are the range ``[low, high]``; a reward
     inside it becomes ``low + (high - low) * u ** power`` with ``u = (r - low) / (high - low)``, one outside it is left
-    as it is (continuous and increasing, so the reward orders every state as before and only pays the middle more).
+    as it is (continuous and increasing, so the reward orders every state as before; a power below 1 pays the middle
+    more, one above 1 less).
     The reward model, its labels and the queries are untouched: the queries rank the ensemble's raw segment returns.
 
     :param learner: the run's preference learner
-    :param power: below 1: concave
+    :param power: below 1: concave; above 1: convex
     :param n_transitions: the range's sample (``_fit_normalisation``'s default size)
     """
     query_round, predict = learner.query_round, learner.predict_rewards_and_bonus
@@ -292,7 +299,12 @@ def plot_shape(args: argparse.Namespace) -> None:
     rows = -(-len(seeds) // columns)
     figure, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 3.0 * rows), sharey=True, squeeze=False)
     centres = (BINS[:-1] + BINS[1:]) / 2
-    names = {"plain_high": "defaults", "qpa_high": "QPA's queries"}
+    names = {
+        "plain_high": "defaults",
+        "qpa_high": "QPA's queries",
+        "plain_concave": "defaults, bent concave",
+        "qpa_straightened": "QPA, bend undone",
+    }
     for axis in axes.flat[len(seeds) :]:
         axis.set_visible(False)
     for axis, seed in zip(axes.flat, seeds):
