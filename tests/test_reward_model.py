@@ -686,3 +686,30 @@ def test_ppo_reward_defaults_to_auto_and_the_b_pref_scripts_to_bpref():
         PPO_REWARD("MlpPolicy", env, reward_model=model, reward_schedule="exact")
     # B-Pref's scripts and grids (examples/train_PrefPPO.py, the bpref presets) keep B-Pref's schedule
     assert build_parser("B-Pref").parse_args([]).re_schedule == "bpref"
+
+
+@pytest.mark.parametrize("shape", [(7, 64, 2), (5, 256, 3)], ids=["defaults", "bpref"])
+def test_ensemble_training_step_has_autograd_plain_bits(shape):
+    """The network's faster backward (the head's input gradient as a broadcast product, the activations in place) gives
+    the very bits of the plain layers under autograd (baddbmm, an out-of-place LeakyReLU): a training run's path
+    depends on them, so a change that moved one bit would move every run (and the learning guard's screened seeds)."""
+    from torch.nn import functional as F
+
+    from sb3_pref.core.ensemble import build_ensemble
+
+    input_dim, hidden, n_layers = shape
+    th.manual_seed(0)
+    net = build_ensemble(3, input_dim, hidden, n_layers, "tanh")
+    params = [p.detach().clone().requires_grad_(True) for p in net.parameters()]
+    x = th.randn(2 * 16 * 50, input_dim) * 3  # shared by the members, as the trainer passes it
+    upstream = th.randn(3, 2 * 16 * 50, 1)
+
+    (net(x) * upstream).sum().backward()
+    out = x.expand(3, *x.shape)
+    for i in range(0, len(params) - 2, 2):  # the reference: plain ops, nothing in place
+        out = F.leaky_relu(th.baddbmm(params[i + 1], out, params[i]))
+    reference = th.tanh(th.baddbmm(params[-1], out, params[-2]))
+    (reference * upstream).sum().backward()
+    assert th.equal(net(x), reference)
+    for layer_param, plain in zip(net.parameters(), params):
+        assert th.equal(layer_param.grad, plain.grad)

@@ -44,6 +44,8 @@ The studies:
 - ``cost_float32``: the same set on a CPU without AVX512-BF16, where the reward model trains in float32.
 - ``cost_head``: the same set with the reward model's one-output layer as a product and a sum (commit 100e45e; not
   taken, see the README).
+- ``cost_backward``: the same set again, with the head's input gradient as a broadcast product and the activations in
+  place: the same bits as before (every run should end where ``cost_float32``'s did), less CPU.
 - ``qpa_low_fresh``: the check ``qpa_dev`` asked for, on seeds nobody had looked at: the defaults and
   ``qpa_episodes=10`` at 250 labels on cartpole_balance, seeds 110-119, each pair side by side, with PPO and the
   floor (a teacher answering at random, 250 labels) on the same seeds.
@@ -290,4 +292,6 @@ STUDIES: dict[str, dict[str, Any]] = {
     # the same set with the reward head (64 -> 1) out of the batched matmul (commit 100e45e, since reverted): the same
     # function, summed in another order, so every defaults run's path moves in its last bits; PPO's does not
     "cost_head": _COST_SET,
+    # the same set with the faster backward of the network (sb3_pref/core/ensemble.py): every run's numbers unchanged
+    "cost_backward": _COST_SET,
 }

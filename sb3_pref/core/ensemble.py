@@ -7,13 +7,45 @@ features or training: they are plain ``nn.Module`` building blocks (and B-Pref's
 """
 
 import math
-from typing import Any
+from typing import Any, Optional
 
 import torch as th
 from torch import nn
 
 #: The output activations a reward model accepts, by the name B-Pref's ``activation`` argument uses.
 OUTPUT_ACTIVATIONS = {"tanh": nn.Tanh, "sig": nn.Sigmoid, "relu": nn.ReLU}
+
+
+def _autocasting() -> bool:
+    """:return: whether CPU autocast is on (``is_autocast_enabled("cpu")`` from torch 2.4 on)"""
+    try:
+        return bool(th.is_autocast_enabled("cpu"))
+    except TypeError:  # torch 2.3
+        return bool(th.is_autocast_cpu_enabled())
+
+
+class _HeadLinear(th.autograd.Function):
+    """
+    ``baddbmm(bias, x, weight)`` for a one-output layer, with autograd's own gradients but one: the input's gradient,
+    ``grad @ weight^T``, is a product of a column and a row (one term per entry, no sum), which CPU BLAS computes on a
+    slow path (13.7 ms against 1.2 ms for a training step's 3 x 12,800 x 64 entries, timed on an AVX2-only AMD EPYC).
+    A broadcast multiply gives the same bits. The weight's and the bias's gradients are the very calls autograd makes,
+    so a training run's every number stays as it was.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, bias: th.Tensor, x: th.Tensor, weight: th.Tensor) -> th.Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.bias_shape = bias.shape
+        return th.baddbmm(bias, x, weight)
+
+    @staticmethod
+    def backward(ctx: Any, grad: th.Tensor) -> tuple[Optional[th.Tensor], ...]:
+        x, weight = ctx.saved_tensors
+        grad_bias = grad.sum_to_size(ctx.bias_shape) if ctx.needs_input_grad[0] else None
+        grad_x = grad * weight.transpose(1, 2) if ctx.needs_input_grad[1] else None
+        grad_weight = x.transpose(1, 2).bmm(grad) if ctx.needs_input_grad[2] else None
+        return grad_bias, grad_x, grad_weight
 
 
 class EnsembleLinear(nn.Module):
@@ -40,7 +72,12 @@ class EnsembleLinear(nn.Module):
 
     def forward(self, x: th.Tensor) -> th.Tensor:
         """:param x: ``(E, M, in)``, or ``(M, in)`` shared by all members; :return: ``(E, M, out)``"""
-        return th.baddbmm(self.bias, x.expand(self.weight.shape[0], *x.shape[-2:]), self.weight)
+        x = x.expand(self.weight.shape[0], *x.shape[-2:])
+        # The head's faster backward is for float32 on a CPU: under autocast (bfloat16 training), and on a GPU, whose
+        # BLAS has no such slow path, baddbmm keeps its own.
+        if self.weight.shape[2] == 1 and x.device.type == "cpu" and th.is_grad_enabled() and not _autocasting():
+            return _HeadLinear.apply(self.bias, x, self.weight)
+        return th.baddbmm(self.bias, x, self.weight)
 
 
 #: The hidden width of B-Pref's reward model (``RewardModel(hidden_dim=BPREF_HIDDEN_DIM)`` builds its network)
@@ -124,7 +161,9 @@ def build_ensemble(ensemble_size: int, input_dim: int, hidden_dim: int, n_layers
     layers: list[nn.Module] = []
     width = input_dim
     for _ in range(n_layers):
-        layers += [EnsembleLinear(ensemble_size, width, hidden_dim), nn.LeakyReLU()]
+        # In place: the activation overwrites the layer's output, which nothing else reads (the matmul's backward
+        # needs its inputs, the activation's its sign); the same numbers, one pass over memory fewer each way.
+        layers += [EnsembleLinear(ensemble_size, width, hidden_dim), nn.LeakyReLU(inplace=True)]
         width = hidden_dim
     layers += [EnsembleLinear(ensemble_size, width, 1), OUTPUT_ACTIVATIONS[activation]()]
     return EnsembleMLP(*layers, input_dim=input_dim)
