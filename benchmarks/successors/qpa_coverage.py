@@ -17,6 +17,7 @@ of the true per-step reward, over every labelled step (``qpa-shape-plot`` draws 
 Two more arms test the account causally (:func:`make_concave`): the defaults' run with its reward bent as concave as
 QPA's before the policy gets it (``plain_concave``), and QPA's run with the bend undone (``qpa_straightened``), each
 with its own labels and queries. If the shape is the cause, the first loses what QPA loses and the second wins it back.
+A third (``plain_convex``) bends the defaults' reward the second way.
 Nothing is chosen here: it measures the mechanism of a result already reported.
 """
 
@@ -40,12 +41,14 @@ ARMS: dict[str, dict[str, Any]] = {
     "qpa_high": {"qpa_episodes": 10},
     "plain_concave": {},
     "qpa_straightened": {"qpa_episodes": 10},
+    "plain_convex": {},
 }
 #: the causal test's arms: a run's reward bent before the policy gets it, its labels, queries and reward model the
 #: arm's own. The defaults' made more concave, as QPA's is measured to be (the power set once, before any run: QPA's
-#: mean share of the lift, 0.63, from the defaults', 0.54, would take 0.75, and 0.7 errs towards more concave); and
-#: QPA's with that bend undone (1 / 0.7)
-CONCAVE_POWER = {"plain_concave": 0.7, "qpa_straightened": 1 / 0.7}
+#: mean share of the lift, 0.63, from the defaults', 0.54, would take 0.75, and 0.7 errs towards more concave);
+#: QPA's with that bend undone (1 / 0.7); and, once the straightened QPA won back most of its loss where the concave
+#: defaults lost nothing, the defaults' bent the same convex way: does a convex bend help any reward here?
+CONCAVE_POWER = {"plain_concave": 0.7, "qpa_straightened": 1 / 0.7, "plain_convex": 1 / 0.7}
 #: a labelled step counts as "up" above this true reward
 UP = 0.5
 #: the tenths of the true per-step reward's range [0, 1], by which the learned reward's shape is read
@@ -304,6 +307,7 @@ def plot_shape(args: argparse.Namespace) -> None:
         "qpa_high": "QPA's queries",
         "plain_concave": "defaults, bent concave",
         "qpa_straightened": "QPA, bend undone",
+        "plain_convex": "defaults, bent convex",
     }
     for axis in axes.flat[len(seeds) :]:
         axis.set_visible(False)
