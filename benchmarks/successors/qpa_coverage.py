@@ -314,10 +314,12 @@ def plot_shape(args: argparse.Namespace) -> None:
     for axis, seed in zip(axes.flat, seeds):
         for run in (run for run in runs if run["seed"] == seed):
             means = np.array([np.nan if m is None else m for m in run["reward_shape"]["labelled"]["mean"]])
-            axis.plot(centres, means, marker="o", label=f"{names.get(run['arm'], run['arm'])}: {run['final']:.0f}")
+            colour = plt.get_cmap("tab10")(list(ARMS).index(run["arm"]))  # one colour per arm on every panel
+            label = f"{names.get(run['arm'], run['arm'])}: {run['final']:.0f}"
+            axis.plot(centres, means, marker="o", markersize=3, color=colour, label=label)
         axis.set_title(f"seed {seed}")
         axis.set_xlabel("true reward per step")
-        axis.legend(title="final return", fontsize=8, title_fontsize=8)
+        axis.legend(title="final return", fontsize=7, title_fontsize=7, loc="lower right", framealpha=0.6)
     for row in axes:
         row[0].set_ylabel("learned reward, as the policy gets it")
     figure.suptitle("cartpole_swingup, 1000 labels: the final reward on the labelled steps", fontsize=10)
