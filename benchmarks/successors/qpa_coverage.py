@@ -14,7 +14,7 @@ round (drawn from the pretraining's states) and the later rounds are counted apa
 the states the policy is in at the end (pairs from its last 10 episodes): its agreement with their true returns, its
 per-step correlation with the true reward. And the final reward's shape: its mean, as the policy gets it, by tenth
 of the true per-step reward, over every labelled step (``qpa-shape-plot`` draws it).
-Two more arms test the account causally (:func:`make_concave`): the defaults' run with its reward bent as concave as
+Two more arms test the account causally (:func:`bend_reward`): the defaults' run with its reward bent as concave as
 QPA's before the policy gets it (``plain_concave``), and QPA's run with the bend undone (``qpa_straightened``), each
 with its own labels and queries. If the shape is the cause, the first loses what QPA loses and the second wins it back.
 A third (``plain_convex``) bends the defaults' reward the second way.
@@ -141,7 +141,7 @@ def reward_shape(learner: Any, episodes: int = 10, n_pairs: int = 256, seed: int
     }
 
 
-def make_concave(learner: Any, power: float, n_transitions: int = 10_000) -> None:
+def bend_reward(learner: Any, power: float, n_transitions: int = 10_000) -> None:
     """
     Bend the reward the policy gets, on this learner only: after each round that trains the reward model, the 1st and
     99th percentile of its reward over the last ``n_transitions`` transitions are the range ``[low, high]``; a reward
@@ -179,7 +179,7 @@ def make_concave(learner: Any, power: float, n_transitions: int = 10_000) -> Non
 
 def run_one(task: str, arm: str, seed: int) -> str:
     """Train ``arm`` on swing-up and ``seed``; record its labels' coverage, first round and later; :return: the JSON"""
-    wrap = (lambda learner: make_concave(learner, CONCAVE_POWER[arm])) if arm in CONCAVE_POWER else None
+    wrap = (lambda learner: bend_reward(learner, CONCAVE_POWER[arm])) if arm in CONCAVE_POWER else None
     model, record = train_recorded(task, 0, ARMS[arm], seed, wrap)
     dataset = model.pref_learner.dataset
     first = int(record["rounds"][0]["labels"])
