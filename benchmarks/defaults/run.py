@@ -48,7 +48,7 @@ def make_env(task: str, n_envs: int, seed: int) -> Any:
 
     if task.startswith("Pendulum-v1"):
         return make_vec_env("Pendulum-v1", n_envs=n_envs, seed=seed)
-    if task.startswith("Hopper-"):  # gymnasium's MuJoCo tasks by their own ids
+    if task.startswith(("Hopper-", "HalfCheetah-")):  # gymnasium's MuJoCo tasks by their own ids
         return make_vec_env(task, n_envs=n_envs, seed=seed)
     return make_vec_dmcontrol_env(task.removesuffix("-sac"), n_envs=n_envs, seed=seed)
 

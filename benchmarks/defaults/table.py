@@ -18,8 +18,9 @@ from benchmarks.study import probe, shared
 RESULTS = Path(__file__).resolve().parent / "results"
 # Uniform-random policy returns, for normalising Pendulum's negative returns
 # (benchmarks/quality_grid/results/quality/random_returns.json):
-# on Pendulum "final / PPO" is (R - random) / (PPO - random); on dm_control (returns >= 0) it is R / PPO.
-RANDOM = {"Pendulum-v1": -1205.6}
+# on Pendulum "final / PPO" is (R - random) / (PPO - random); on dm_control (returns >= 0) it is R / PPO. Gymnasium's
+# MuJoCo tasks: a uniform-random policy, 20 episodes (env seeds 5000-5019, actions from default_rng(0)), v5 envs.
+RANDOM = {"Pendulum-v1": -1205.6, "Hopper-v5": 21.6, "HalfCheetah-v5": -291.1}
 
 
 def load(seeds: str) -> dict:
@@ -75,7 +76,7 @@ def table(args: argparse.Namespace) -> None:
         print("|---|" + "---|" * (len(seeds) + 7))
         ppo = arms.get("ppo", {})
         ppo_final = np.mean([r["final"] for r in ppo.values()]) if ppo else None
-        low = RANDOM["Pendulum-v1"] if task.startswith("Pendulum-v1") else 0.0
+        low = next((value for prefix, value in RANDOM.items() if task.startswith(prefix)), 0.0)
         for arm, by_seed in sorted(arms.items()):
             cells = [f"{by_seed[s]['start']:.0f} → **{by_seed[s]['final']:.1f}**" if s in by_seed else "" for s in seeds]
             final = np.mean([r["final"] for r in by_seed.values()])
