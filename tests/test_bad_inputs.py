@@ -261,6 +261,8 @@ def test_one_step_episodes_without_a_spec_wait_and_warn_instead_of_hanging():
     with pytest.warns(UserWarning, match=r"found no episode piece of size_segment=10 steps \(the longest stored has 1\)"):
         model.learn(32 * 10)
     assert model.pref_learner.total_feed == 0 and model.num_timesteps == 320  # no crash, no budget spent
+    # the agreement diagnostic has no segment to measure on either: NaN, as training waits, not an error after the run
+    assert np.isnan(model.pref_learner.oracle_agreement(100))
 
 
 def test_size_segment_one_learns_on_one_step_episodes():

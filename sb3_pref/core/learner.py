@@ -274,7 +274,7 @@ class PreferenceLearner(LearnerRewardMixin):
         if len(self.dataset) > 0:
             if self.normalize_before:
                 self._fit_normalisation()
-            if self.surf is not None:
+            if self.surf is not None and self.ready:  # late labels in a round with no segment to draw: last pool kept
                 self._draw_unlabelled_pool(n_queries)
             fit = self.trainer.fit(
                 self.dataset,
