@@ -40,16 +40,23 @@ from benchmarks.defaults.settings import ARMS, DMC_PPO, PENDULUM_PPO, PHASES, TA
 from benchmarks.machine import cpu_name  # noqa: E402
 from benchmarks.study import Option, probe, run_script, shared, write_json  # noqa: E402  (the root is on the path from here)
 
+#: gymnasium's MuJoCo tasks, by their own ids (a suffix after the version names a variant of the study's)
+GYM_MUJOCO = ("Hopper-v5", "HalfCheetah-v5")
 
-def make_env(task: str, n_envs: int, seed: int) -> Any:
+
+def make_env(task: str, n_envs: int, seed: int, env_kwargs: Optional[dict[str, Any]] = None) -> Any:
+    """
+    :param env_kwargs: passed to a gymnasium task's constructor (the training env of a variant, e.g. a fixed horizon)
+    """
     from stable_baselines3.common.env_util import make_vec_env
 
     from sb3_pref.envs import make_vec_dmcontrol_env
 
     if task.startswith("Pendulum-v1"):
         return make_vec_env("Pendulum-v1", n_envs=n_envs, seed=seed)
-    if task.startswith(("Hopper-", "HalfCheetah-")):  # gymnasium's MuJoCo tasks by their own ids
-        return make_vec_env(task, n_envs=n_envs, seed=seed)
+    gym_id = next((name for name in GYM_MUJOCO if task.startswith(name)), None)
+    if gym_id is not None:
+        return make_vec_env(gym_id, n_envs=n_envs, seed=seed, env_kwargs=env_kwargs)
     return make_vec_dmcontrol_env(task.removesuffix("-sac"), n_envs=n_envs, seed=seed)
 
 
@@ -167,7 +174,8 @@ def train_one(task: str, spec: dict[str, Any], arm: str, extra: Optional[dict[st
     from sb3_pref.core.teachers import ScriptedTeacher
 
     th.set_num_threads(1)
-    env = make_env(task, spec["n_envs"], seed)
+    # a variant may train on another version of the env (train_env_kwargs); every evaluation is on the task's own
+    env = make_env(task, spec["n_envs"], seed, spec.get("train_env_kwargs"))
     eval_env = make_env(task, 1, seed + 1000)
     if spec.get("normalize_obs"):  # observations only: the reward a PPO_REWARD run sees is its model's
         from stable_baselines3.common.vec_env import VecNormalize

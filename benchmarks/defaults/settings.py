@@ -50,6 +50,11 @@ TASKS: dict[str, dict[str, Any]] = {
     # PPO defaults (n_steps 2048, batch 64, 10 epochs, lr 3e-4), 200k steps, 500 labels; its episodes end when the
     # hopper falls, which no dm_control task does
     "Hopper-v5": dict(steps=200_000, labels=500, n_envs=1, ppo={}, handset=None),
+    # the same, trained on Hopper-v5 at a fixed horizon (terminate_when_unhealthy=False: 1000 steps, a fallen hopper
+    # earns no healthy reward), as the FAQ advises for envs that end early; evaluated on Hopper-v5 itself
+    "Hopper-v5-fixed": dict(
+        steps=200_000, labels=500, n_envs=1, ppo={}, handset=None, train_env_kwargs={"terminate_when_unhealthy": False}
+    ),
     # ... and HalfCheetah-v5, whose episodes never end early (1000 steps) and whose returns can be negative
     "HalfCheetah-v5": dict(steps=200_000, labels=500, n_envs=1, ppo={}, handset=None),
     # the README's swap snippet as written: walker_walk, 8 envs, PPO with n_steps=500 (SB3's defaults otherwise),
@@ -252,7 +257,9 @@ PHASES = {
     # five more fresh seeds: the hand-set schedule's lead over 101-105 rests on three of its seeds (676-800)
     # the plan on a task it was not fitted to: Hopper-v5 with SB3's PPO defaults (nothing chosen: fresh seeds only)
     "report_hopper": dict(seeds=range(101, 106), arms=("ppo", "defaults", "random_teacher"), tasks=("Hopper-v5",)),
-    "report_halfcheetah": dict(seeds=range(101, 106), arms=("ppo", "defaults", "random_teacher"), tasks=("HalfCheetah-v5",)),
+    # the FAQ's advice for envs that end early, measured: train at a fixed horizon (report_hopper's seeds)
+    "report_hopper_fixed": dict(seeds=range(101, 106), arms=("defaults", "random_teacher"), tasks=("Hopper-v5-fixed",)),
+    "report_halfcheetah": dict(seeds=range(101, 104), arms=("ppo", "defaults", "random_teacher"), tasks=("HalfCheetah-v5",)),
     "report_walker_stand_more": dict(
         seeds=range(106, 111), arms=("ppo", "defaults", "handset", "random_teacher"), tasks=("walker_stand",)
     ),
