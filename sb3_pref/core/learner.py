@@ -189,7 +189,7 @@ class PreferenceLearner(LearnerRewardMixin):
     @property
     def ready(self) -> bool:
         """True when the store holds at least one episode piece ``size_segment`` steps long to draw queries from."""
-        return self.store.max_piece_length >= self.size_segment
+        return self.store.fits(self.size_segment)
 
     # ------------------------------------------------------------------ data in
     def add_transitions(

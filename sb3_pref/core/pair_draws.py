@@ -91,7 +91,7 @@ def oracle_agreement(
     """
     # No stored episode piece holds a segment (a policy that now ends its episodes early): nothing to measure. A
     # diagnostic must not end a run that training itself waits out.
-    if n_pairs <= 0 or len(store) == 0 or store.max_piece_length < reward_model.size_segment:
+    if n_pairs <= 0 or len(store) == 0 or not store.fits(reward_model.size_segment):
         return float("nan")
     seg_0, seg_1 = draw_pairs(store, n_pairs, reward_model.size_segment, rng, recent_episodes)
     true_0, true_1 = seg_0.rewards.sum(1), seg_1.rewards.sum(1)

@@ -229,6 +229,10 @@ class SegmentStore:
         starts = np.flatnonzero(run_starts.ravel())
         return int(np.diff(np.append(starts, run_starts.size)).max())
 
+    def fits(self, size_segment: int) -> bool:
+        """:return: whether some stored episode piece is at least ``size_segment`` steps long (a segment can be cut)"""
+        return self.max_piece_length >= size_segment
+
     def sample(
         self, n: int, size_segment: int, rng: np.random.Generator, recent_episodes: Optional[int] = None
     ) -> SegmentBatch:
